@@ -125,6 +125,7 @@ def make_setup(
     engine_block: Optional[int] = None,
     expert_pad: Optional[tuple[int, int, str]] = None,
     vision_whole: bool = False,
+    decode_graph: Optional[tuple[Optional[int], Optional[int], bool]] = None,
     engram: Optional[str] = None,
     engram_host_copies: Optional[str] = None,
     pick_topology: Optional[Callable[..., Topology]] = None,
@@ -138,7 +139,8 @@ def make_setup(
     the release it runs and ``engine_block`` its --block-size (``Stack.with_engine_release``); ``expert_pad``: the
     engine's padding of TP-split expert shards, as a serve command without expert parallelism runs them
     (``Stack.with_expert_pad``); ``vision_whole``: the engine builds the vision tower whole on every device
-    (``Stack.with_vision_whole``). ``engram``: where DeepSeek-V4.1's Engram tables
+    (``Stack.with_vision_whole``); ``decode_graph``: SGLang's decode CUDA-graph batch as a serve command sets it and
+    its release's cap on the default (``Stack.with_decode_graph``). ``engram``: where DeepSeek-V4.1's Engram tables
     live, "hbm" or "host", and ``engram_host_copies`` how many copies a host holds in host memory, "replica" or "node"
     (``Stack.with_engram``; None: the engine's default)."""
     m = load_model(model)
@@ -160,6 +162,7 @@ def make_setup(
         .with_engine_release(engine_release, engine_block)
         .with_expert_pad(expert_pad)
         .with_vision_whole(vision_whole)
+        .with_decode_graph(*(decode_graph or (None, None, False)))
         .with_engram(engram, engram_host_copies)
     )
     if kv_dtype is None and (why_kv := engine_kv_note(m, st)) is not None:

@@ -358,7 +358,9 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
     if q.release is not None:
         rules = engine_rules(q.stack)
         concerns = not rules.by_release_models or q.model.startswith(rules.by_release_models)
-        follows = (rules.by_release if concerns else "") or f"no rule k3plan prices for {q.model} differs by release"
+        texts = [rules.by_release] if concerns and rules.by_release else []
+        texts += [t for models, t in rules.by_release_rules if not models or q.model.startswith(models)]
+        follows = "; ".join(texts) or f"no rule k3plan prices for {q.model} differs by release"
         if rules.oldest_release_read is not None and q.release < rules.oldest_release_read:
             follows += (
                 f"; k3plan read no {q.engine} release before {release_text(rules.oldest_release_read)}, so this "
@@ -427,7 +429,7 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
                 pp=q.pp,
             ),
         )
-        from k3plan.engines.sglang.dsv4_pool import FORMS, form_for_release
+        from k3plan.engines.sglang.dsv4_pool import FIXED_C128_FORMS, form_for_release
         from k3plan.engines.sglang.spec import SPEC_FROM
 
         if q.release is not None and q.release < SPEC_FROM:
@@ -436,10 +438,10 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
                 f"was read from {release_text(SPEC_FROM)} on (the draft loaded before the target's pool is sized); "
                 "not priced for that release"
             )
-        if model.spec.dsv4 is not None and form_for_release(q.release) != FORMS[0]:
+        if model.spec.dsv4 is not None and form_for_release(q.release) not in FIXED_C128_FORMS:
             raise K3PlanError(
                 f"--serve: speculative decoding on {q.model} under --engine-version "
-                f"{release_text(q.release)}: SGLang's DeepSeek-V4 pool with a draft was read in 0.5.15 only; "
+                f"{release_text(q.release)}: SGLang's DeepSeek-V4 pool with a draft was read from 0.5.15 on; "
                 "not priced for that release"
             )
     elif q.speculative is not None:  # vLLM's drafter, priced from the checkpoint (engines/vllm/spec.py)
@@ -470,6 +472,9 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
         opts["spec_verify_tokens"] = q.draft.num_speculative_tokens + 1
     # the vision tower the engine builds, whole on every device: in the budget's weights (Stack.vision_whole)
     opts["vision_whole"] = _loads_vision(model, q)
+    if q.decode_graph_bs is not None or q.decode_graph_cap is not None or q.decode_graph_off:
+        # SGLang's decode graphs as the command sets them: what its derived fraction reserves (Stack.with_decode_graph)
+        opts["decode_graph"] = (q.decode_graph_bs, q.decode_graph_cap, q.decode_graph_off)
     pad_rule = engine_rules(q.stack).expert_shard_pad
     if pad_rule is not None and hw.kind == "gpu" and not q.expert_parallel and model.spec.moe is not None:
         # without expert parallelism the engine TP-splits every expert over the flattened TP x DP ranks and pads a
@@ -557,7 +562,9 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
             form_for_release,
             sglang_dsv4_pool,
             sglang_dsv41_pool,
+            v41_form_for_release,
         )
+        from k3plan.engines.sglang.kernels import BLACKWELL
         from k3plan.engines.sglang.memory import sglang_kv_pool
         from k3plan.engines.sglang.spec import SPEC_RUNNING, SglangDraft
 
@@ -575,15 +582,23 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
                 max_running_requests=(served.max_running_requests or DSV4_RUNNING) // max(setup.parallel.dp, 1),
                 form=form_for_release(served.release),
                 speculative=sg_draft is not None,
+                page=served.page_size,  # --page-size: 0.5.21's form prices a token's bytes in its pages
             )
             if d4.csa2 is None
             else sglang_dsv41_pool(
                 d4,
                 chunk=result.workload.prefill_chunk_tokens,
-                max_running_requests=served.max_running_requests or DSV4_RUNNING,
+                # a worker's, as compute_swa_request_cap and _resolve_swa_prefix_tails take them: max_running_requests
+                # // attn_dp_size (sglang 0.5.21-0.5.23 wheels, pool_configurator.py)
+                max_running_requests=(served.max_running_requests or DSV4_RUNNING)
+                // (setup.parallel.dp if st.dp_attention else 1),
                 radix_cache=st.chosen.get("disable_radix_cache", "false") != "true",
                 swa_ratio=served.swa_full_tokens_ratio,
                 page=served.page_size,
+                form=v41_form_for_release(served.release),
+                # 0.5.23's flashmla_mega: an SM100 GPU, attention TP 1, FP8 KV (engines/sglang/dsv4_pool.py
+                # V41_FORM_SOURCE)
+                v41_layout=hw.name in BLACKWELL and setup.parallel.tp == 1 and served.kv_raw in ("auto", "fp8_e4m3"),
             )
         )
 
@@ -626,6 +641,8 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
             draft=sg_draft,
             target_layers=lay.n_mla,
             weights_source=weights_source,
+            release=served.release,
+            multimodal=_loads_vision(setup.model, served),  # SGLang's is_multimodal: the models it builds a tower for
         )
         return _with_serve(sg.as_json(), result, served)
     got = engine_sizing(

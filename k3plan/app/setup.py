@@ -52,6 +52,7 @@ def setup_from(
     engine_block=None,
     expert_pad=None,
     vision_whole=False,
+    decode_graph=None,
     engram=None,
     engram_host_copies=None,
 ):
@@ -81,6 +82,7 @@ def setup_from(
         engine_block=engine_block,
         expert_pad=expert_pad,
         vision_whole=vision_whole,
+        decode_graph=decode_graph,
         engram=engram,
         engram_host_copies=engram_host_copies,
     )

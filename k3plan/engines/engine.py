@@ -113,6 +113,9 @@ class Engine:
     by_release: str = ""
     # the models (bundled names, by prefix) those rules concern; (): every model the engine serves
     by_release_models: tuple[str, ...] = ()
+    # further rules that follow the release, each (the models it concerns, by prefix, (): every one; its words), so a
+    # command's caveat names those of its model only
+    by_release_rules: tuple[tuple[tuple[str, ...], str], ...] = ()
     # the oldest release whose code k3plan read for this engine; a command of an older one is priced by the code
     # each rule cites, with a caveat saying so (None: no release read)
     oldest_release_read: tuple[int, int, int] | None = None

@@ -708,6 +708,11 @@ class ServeQuestion:
     release: Any = None
     release_default: bool = False
     max_total_tokens: int | None = None  # SGLang's --max-total-tokens as given (None: the pool's own size)
+    # SGLang's decode CUDA-graph max batch as given, and its release's cap on the default one (Stack.decode_graph_bs,
+    # decode_graph_cap); None: the GPU class's
+    decode_graph_bs: int | None = None
+    decode_graph_cap: int | None = None
+    decode_graph_off: bool = False  # SGLang's decode CUDA graphs off (Stack.decode_graph_off)
     page_size: int | None = None  # SGLang's --page-size as given (None: its default, 1)
     # SGLang's --swa-full-tokens-ratio as given (None: its default; DeepSeek-V4: engines/sglang/dsv4_pool.py)
     swa_full_tokens_ratio: float | None = None
@@ -878,8 +883,6 @@ def parse_serve(
     (vLLM's max_num_seqs and max_num_batched_tokens, SGLang's chunked_prefill_size)."""
     env, argv = _env_prefix(_split(command))
     family, model, rest = _family(argv)
-    model, rest = family.tokens(model, rest)
-    flags = _flags(rest)
     # without fit --engine-version a family's GPU command is read as the newest release k3plan read of its engine
     # (Engine.newest_release_read: vLLM's engines/vllm/releases.py), where the engine names one
     from k3plan.engines.registry import find_engine
@@ -889,6 +892,8 @@ def parse_serve(
     release_default = release is None and newest is not None
     if release_default:
         release = newest
+    model, rest = family.tokens(model, rest, release=release)  # its parser's spellings, of that release
+    flags = _flags(rest)
     r = Reading(
         flags=flags,
         platform=platform,
@@ -985,6 +990,9 @@ def parse_serve(
         attention=r.attention,
         async_scheduling=r.async_scheduling,
         max_total_tokens=r.max_total_tokens,
+        decode_graph_bs=r.decode_graph_bs,
+        decode_graph_cap=r.decode_graph_cap,
+        decode_graph_off=r.decode_graph_off,
         page_size=r.page_size,
         swa_full_tokens_ratio=r.swa_ratio,
         mamba_cache_size=r.mamba_cache_size,

@@ -134,6 +134,11 @@ class Reading:
     compilation: Any = None  # vLLM's graph settings as read (engines/vllm/cudagraph.py CompilationRead)
     attention: Any = None  # vLLM's --attention-config fields as read (engines/vllm/attention_config.py)
     max_total_tokens: int | None = None  # SGLang's --max-total-tokens: the KV pool's token cap
+    # SGLang's decode CUDA-graph max batch as the command sets it, and the cap its release puts on the default one
+    # (engines/sglang/serve.py decode_graph): what its derived mem_fraction_static reserves graphs for
+    decode_graph_bs: int | None = None
+    decode_graph_cap: int | None = None
+    decode_graph_off: bool = False  # SGLang's decode CUDA graphs switched off (engines/sglang/serve.py decode_graph)
     page_size: int | None = None  # SGLang's --page-size: the pool's page
     swa_ratio: float | None = None  # SGLang's --swa-full-tokens-ratio (DeepSeek-V4's sub-pools)
     mamba_cache_size: int | None = None  # SGLang's --max-mamba-cache-size: the state (mamba) pool's slots

@@ -151,6 +151,12 @@ class Stack(Spec):
     # Engine.loads_vision_tower, vLLM without --language-model-only); the budget's weights hold it
     # (step/weight_budget.weight_budget) and the engine's sizing reads them: one figure. False: the language model alone
     vision_whole: bool = False
+    # SGLang's decode CUDA-graph max batch as a serve command sets it (--cuda-graph-max-bs[-decode], the largest of
+    # --cuda-graph-bs[-decode]), and the cap its release puts on the GPU class's default (--max-running-requests from
+    # 0.5.22): what the derived fraction reserves graphs for (AutoFraction.reserved_mib); None: the class's max_bs
+    decode_graph_bs: Optional[int] = None
+    decode_graph_cap: Optional[int] = None
+    decode_graph_off: bool = False  # the decode graphs not captured: no graph or DeepEP term in the derived fraction
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -269,6 +275,9 @@ class Stack(Spec):
             cuda=vendor == "nvidia",
             dp_attention_dp=dp if self.dp_attention else None,
             vision=self.vision_encoder,
+            decode_bs=self.decode_graph_bs,
+            decode_cap=self.decode_graph_cap,
+            decode_off=self.decode_graph_off,
         )
         # a derived fraction <= 0 (more MiB reserved than the GPU has: a long chunk flag under DP attention) leaves
         # the engine no room at all; k3plan reserves the whole device rather than more than it (nothing fits)
@@ -471,6 +480,13 @@ class Stack(Spec):
             return st
         dims = vision_encoder_dims(model.inventory)
         return st if dims is None else updated(st, vision_encoder=dims)
+
+    def with_decode_graph(self, bs: int | None, cap: int | None, off: bool = False) -> Stack:
+        """The stack with a serve command's decode CUDA-graph batch (``decode_graph_bs``), its cap
+        (``decode_graph_cap``) and whether the decode graphs are off (``decode_graph_off``); none set: as it is."""
+        if bs is None and cap is None and not off:
+            return self
+        return updated(self, decode_graph_bs=bs, decode_graph_cap=cap, decode_graph_off=off)
 
     def with_vision_whole(self, whole: bool) -> Stack:
         """The stack with the model's vision tower built whole on every device (``vision_whole``); False: as it is."""

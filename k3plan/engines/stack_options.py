@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal, Optional, Union
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from k3plan.columns import each, maximum, where
+from k3plan.columns import each, maximum, minimum, where
 from k3plan.engines.stack_sections import (
     Cite,
     Collectives,
@@ -256,6 +256,9 @@ class AutoFraction(Spec):
         deepep: bool,
         cuda: bool,
         dp_attention_dp: Any = None,
+        decode_bs: int | None = None,
+        decode_cap: int | None = None,
+        decode_off: bool = False,
     ) -> Any:
         """The MiB SGLang keeps out of the static pools for a GPU of ``gpu_mib`` at ``tp`` x ``pp`` (its
         tp_size: every GPU of a stage under DP attention) and a prefill chunk of ``chunk`` tokens
@@ -263,11 +266,21 @@ class AutoFraction(Spec):
         ``dp_attention_dp``: the dp_size under --enable-dp-attention (None: no DP attention), whose decode
         graphs pad max_bs x dp_size. ``tp``, ``pp``, ``chunk`` and ``dp_attention_dp`` are ints (fit: one
         configuration) or numpy columns of one GPU's configurations (plan), the same arithmetic in the same
-        order (k3plan.columns), so a plan row's value is fit's to the bit."""
+        order (k3plan.columns), so a plan row's value is fit's to the bit. ``decode_bs``: the decode graphs' max batch
+        as a serve command sets it, else the GPU class's, capped at ``decode_cap`` (the release's cap: Stack.
+        decode_graph_cap); ``decode_off``: the decode graphs not captured (--disable-cuda-graph): no decode graph
+        term and no DeepEP term (reserve_for_graph_mb, reserve_for_deepep_a2a_mb: backend DISABLED), the DP padding
+        kept (it reads only the decode max_bs)."""
         row = self.gpu_class(gpu_mib=gpu_mib)
         small = row.cuda_graph_max_bs_small_tp
         bs = row.cuda_graph_max_bs if small is None else where(tp < 4, small, row.cuda_graph_max_bs)
-        graphs = bs * self.per_decode_graph_bs_mib
+        if decode_bs is not None:
+            bs = decode_bs
+        elif decode_cap is not None:
+            bs = minimum(bs, decode_cap)
+        graphs = 0.0 if decode_off else bs * self.per_decode_graph_bs_mib
+        if decode_off:
+            deepep = False
         if dp_attention_dp is not None:
             graphs = graphs + bs * dp_attention_dp * self.dp_attention_per_graph_bs_dp_mib
             graphs = where(
@@ -301,12 +314,24 @@ class AutoFraction(Spec):
         cuda: bool,
         dp_attention_dp: Any = None,
         vision: tuple[int, int] | None = None,
+        decode_bs: int | None = None,
+        decode_cap: int | None = None,
+        decode_off: bool = False,
     ) -> Any:
         """round((gpu MiB - reserved MiB) / gpu MiB, round_digits), Python's round of each value (columns.each);
         ``vision``: the (layers, width) of a multimodal model's vision encoder, whose cut (``vlm``) follows."""
         mib = gpu_bytes / MiB
         reserved = self.reserved_mib(
-            gpu_mib=mib, tp=tp, pp=pp, chunk=chunk, deepep=deepep, cuda=cuda, dp_attention_dp=dp_attention_dp
+            gpu_mib=mib,
+            tp=tp,
+            pp=pp,
+            chunk=chunk,
+            deepep=deepep,
+            cuda=cuda,
+            dp_attention_dp=dp_attention_dp,
+            decode_bs=decode_bs,
+            decode_cap=decode_cap,
+            decode_off=decode_off,
         )
         cut = 1.0 if vision is None or self.vlm is None else self.vlm.factor(layers=vision[0], width=vision[1])
         return each(lambda v: round(float(v), self.round_digits) * cut, (mib - reserved) / mib)

@@ -103,7 +103,9 @@ def test_a_release_caveat_names_only_what_concerns_the_model():
 
     *_, sg = _from_serve(SG_R1, {"hardware": "nvidia-h200"}, 8192, None, engine_version="0.4.8")
     text = " ".join(sg.caveats)
-    assert "DeepSeek-V4's pool form" not in text and "no rule k3plan prices for deepseek-v3" in text
+    # only the rules that concern DeepSeek-R1: the derived fraction's graph cap, SGLang's for every model
+    assert "DeepSeek-V4's pool form" not in text and "state (mamba) pool" not in text
+    assert "default decode graph batch capped at --max-running-requests from 0.5.22" in text
     assert "read no sglang release before 0.5.12" in text
     *_, v4 = _from_serve(
         "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V4-Flash --tp 4",
@@ -167,8 +169,8 @@ def test_vllm_0_28_s_default_token_budget_on_a_160_gib_gpu(release, chunk):
 # Public commands a sweep of 121 (InferenceX @843c6254 single-node scripts, vllm-project/recipes @8959cf64, issue
 # threads) found refused for flags the engines accept (session 43)
 def test_sglang_takes_an_unambiguous_prefix_of_its_flag_and_refuses_an_ambiguous_one():
-    """SGLang's parser leaves argparse's allow_abbrev on (engines/sglang/server_flags.py, read from the 0.5.15 wheel):
-    sgl-project/sglang#15608 passes --context-len for --context-length; --tokenizer matches six flags."""
+    """SGLang's parser leaves argparse's allow_abbrev on (engines/sglang/server_flags.py, read from the 0.5.15-0.5.23
+    wheels): sgl-project/sglang#15608 passes --context-len for --context-length; --tokenizer matches six flags."""
     q = _h200("python3 -m sglang.launch_server --model-path moonshotai/Kimi-K2-Thinking --tp 8 --context-len 131072")
     assert (q.context, q.tp) == (131_072, 8)
     with_eq = _h200(
@@ -236,3 +238,100 @@ def test_the_engine_s_pool_is_the_bytes_given_and_too_many_do_not_start(cli):
     for bad in ("10x", "-5", "2000T"):
         r = cli("fit", "-H", "amd-mi325x", "-t", "1", "--serve", cmd.replace("10000000000", bad))
         assert r.exit_code == 2 and "--kv-cache-memory-bytes" in r.output and len(r.output.strip().splitlines()) == 1
+
+
+# InferenceX's DeepSeek-V4-Pro MTP nightlies on B300 (SemiAnalysisAI/InferenceX@843c6254
+# benchmarks/single_node/fixed_seq_len/dsv4_fp4_b300_sglang_mtp.sh with configs/nvidia-master.yaml's first
+# search-space row), the flag at the end
+V4_FP4_INDEXER = (
+    "sglang serve --model-path deepseek-ai/DeepSeek-V4-Pro --trust-remote-code --tp 8 --ep-size 1"
+    " --chunked-prefill-size 8192 --max-running-requests 12 --mem-fraction-static 0.90 --swa-full-tokens-ratio 0.1"
+    " --speculative-algorithm EAGLE --speculative-num-steps 3 --speculative-eagle-topk 1"
+    " --speculative-num-draft-tokens 4 --moe-runner-backend flashinfer_mxfp4 --disable-flashinfer-autotune"
+    " --enable-deepseek-v4-fp4-indexer"
+)
+
+
+@pytest.mark.parametrize("hardware", ["nvidia-b200", "nvidia-b300", "nvidia-gb200-nvl72", "nvidia-gb300-nvl72"])
+def test_sglang_s_fp4_indexer_on_sm100_leaves_the_pool_as_without_it(cli, hardware):
+    """DSV4PoolConfigurator prices a c4 index key at FP8's 132 B on NVIDIA with or without
+    --enable-deepseek-v4-fp4-indexer (sglang 0.5.15 / 0.5.17 wheels _get_bytes_per_full_token; 0.5.20-0.5.23 'The
+    NVIDIA FP4 path keeps the FP8 estimate'): on an SM100 GPU the flag is listed as ignored and the engine's pool is
+    the one without it."""
+    with_flag, without = (
+        cli("fit", "-H", hardware, "-t", "8", "--serve", cmd, "--json")
+        for cmd in (V4_FP4_INDEXER, V4_FP4_INDEXER.replace(" --enable-deepseek-v4-fp4-indexer", ""))
+    )
+    assert with_flag.exit_code == without.exit_code == 0, with_flag.output
+    eng, base = (json.loads(r.stdout)["engine"] for r in (with_flag, without))
+    assert (eng["kv_pool_tokens"], eng["kv_pool_bytes"]) == (base["kv_pool_tokens"], base["kv_pool_bytes"])
+    listed = [
+        line
+        for line in cli("fit", "-H", hardware, "-t", "8", "--serve", V4_FP4_INDEXER).output.splitlines()
+        if line.startswith("serve flags ignored")
+    ]
+    assert listed and "--enable-deepseek-v4-fp4-indexer" in listed[0]
+
+
+@pytest.mark.parametrize(
+    ("hardware", "release", "says"),
+    [
+        ("nvidia-h200", "0.5.15", "'ValueError: --enable-deepseek-v4-fp4-indexer requires SM100 GPUs with DeepGEMM"),
+        ("nvidia-h100-sxm", "0.5.16", "requires SM100 GPUs with DeepGEMM FP4 indexer support.' .sglang 0.5.15 wheel"),
+        ("nvidia-h20", "0.5.17", "requires SM100 or SM120 GPUs with DeepGEMM .* ServerArgs._handle_environment_var"),
+        ("nvidia-h200", "0.5.19", "requires SM100 or SM120 GPUs .*/arg_groups/serving_hook.py"),
+        ("nvidia-h200", "0.5.23", "requires SM100, SM120, or gfx95 GPUs with FP4 indexer support"),
+        ("amd-mi355x", "0.5.19", "requires SM100 or SM120 GPUs"),
+        ("amd-mi325x", "0.5.23", "requires SM100, SM120, or gfx95 GPUs"),
+        (
+            "amd-mi355x",
+            "0.5.23",
+            "indexer's c4 keys at FP4's bytes on HIP .* is not priced by k3plan .SGLang 0.5.20 on",
+        ),
+    ],
+)
+def test_sglang_s_fp4_indexer_elsewhere_is_refused_as_sglang_refuses_it(hardware, release, says):
+    """Off SM100 SGLang raises a ValueError at start (its text by release: sglang 0.5.15, 0.5.17, 0.5.19, 0.5.20
+    wheels); on gfx95 from 0.5.20 it runs, the c4 index keys priced at FP4's bytes with HIP workspaces k3plan does not
+    model."""
+    from k3plan.engines.release import parse_release
+    from k3plan.hardware import load_hardware
+    from k3plan.units import GiB
+
+    hw = load_hardware(hardware)
+    with pytest.raises(K3PlanError, match=says):
+        parse_serve(
+            V4_FP4_INDEXER,
+            platform=hw.kind,
+            device_gib=hw.usable_bytes_per_device / GiB,
+            device_name=hw.name,
+            release=parse_release(release),
+        )
+
+
+def test_sglang_s_options_are_those_of_the_release_read():
+    """engines/sglang/server_flags.py holds the options of the 0.5.15-0.5.23 parsers (the sglang wheels (PyPI),
+    server_args.py and from 0.5.20 arg_groups/fields/*.py) with the releases of each not in all of them: 0.5.19
+    registers --cuda-graph-max-bs as a deprecated alias of --cuda-graph-max-bs-decode (server_args.py add_cli_args,
+    DeprecatedAliasStoreAction); 0.5.20 dropped it, and its argparse reads the old flag as an ambiguous prefix of
+    --cuda-graph-max-bs-decode and --cuda-graph-max-bs-prefill. Without a release the union is read."""
+    from k3plan.engines.release import parse_release
+
+    cmd = SG_R1 + " --cuda-graph-max-bs 10"
+    for release in (None, "0.5.15", "0.5.19"):
+        q = parse_serve(
+            cmd,
+            platform="gpu",
+            device_gib=139.8,
+            device_name="nvidia-h200",
+            release=None if release is None else parse_release(release),
+        )
+        assert q.decode_graph_bs == 10  # read: without --mem-fraction-static the derived fraction reserves for it
+    for release in ("0.5.20", "0.5.23", "0.6.0"):
+        with pytest.raises(
+            K3PlanError,
+            match=r"--cuda-graph-max-bs could match --cuda-graph-max-bs-decode, --cuda-graph-max-bs-prefill",
+        ):
+            parse_serve(
+                cmd, platform="gpu", device_gib=139.8, device_name="nvidia-h200", release=parse_release(release)
+            )

@@ -161,7 +161,7 @@ def test_a_model_or_split_sglang_refuses_with_a_draft_is_refused_in_one_line(cli
 
 def test_an_older_release_s_v4_pool_with_a_draft_is_refused(cli):
     r = cli("fit", "-H", "nvidia-h200", "--serve", V4 + V4_SPEC, "--engine-version", "0.5.14")
-    assert r.exit_code == 2 and "read in 0.5.15 only" in r.output and len(r.output.strip().splitlines()) == 1
+    assert r.exit_code == 2 and "read from 0.5.15 on" in r.output and len(r.output.strip().splitlines()) == 1
 
 
 def test_a_release_that_sized_the_pool_before_the_draft_loaded_is_refused(cli):

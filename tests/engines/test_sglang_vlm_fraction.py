@@ -2,7 +2,8 @@
 (ServerArgs.adjust_mem_fraction_for_vlm, read in the 0.5.8.post1 and 0.5.15 wheels; AutoFraction.vlm in the sglang
 stack): Kimi-K2.5 on 8 MI355X logs 0.8260405859375 (tests/engines/cases/sglang-amdissues-kimi-k2.5-mi355x-tp8.yaml).
 Only the model classes SGLang counts multimodal: not Kimi-K3's (its class builds the language model alone) nor
-DeepSeek-V4.1's."""
+DeepSeek-V4.1's, whose config keeps no vision_config (sglang 0.5.21-0.5.23 wheels, configs/deepseek_v41.py pops
+it: adjust_mem_fraction_for_vlm cuts nothing)."""
 
 from __future__ import annotations
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from k3plan.engines.engine import Engine
 from k3plan.engines.sglang import dsv4
-from k3plan.engines.sglang.dsv4_pool import BY_RELEASE, BY_RELEASE_MODELS, OLDEST_READ
+from k3plan.engines.sglang.dsv4_pool import OLDEST_READ
+from k3plan.engines.sglang.releases import BY_RELEASE, BY_RELEASE_MODELS, BY_RELEASE_RULES
 
 ENGINE = Engine(
     name="dp-attention",
@@ -21,6 +22,7 @@ ENGINE = Engine(
     engram=dsv4.ENGRAM,
     by_release=BY_RELEASE,  # --serve reads SGLang's DP-attention commands as this stack
     by_release_models=BY_RELEASE_MODELS,
+    by_release_rules=BY_RELEASE_RULES,
     oldest_release_read=OLDEST_READ,
     # on a GPU SGLang's DP attention: SGLang's FP4 loaders (engines/fp4_paths.py)
     fp4_storage_held=frozenset({"nvfp4", "quark_mxfp4"}),

@@ -8,8 +8,9 @@ from pathlib import Path
 
 from k3plan.engines.engine import Engine
 from k3plan.engines.sglang import dsv4
-from k3plan.engines.sglang.dsv4_pool import BY_RELEASE, BY_RELEASE_MODELS, OLDEST_READ
+from k3plan.engines.sglang.dsv4_pool import OLDEST_READ
 from k3plan.engines.sglang.flags import SGLANG_A2A_DEFAULT
+from k3plan.engines.sglang.releases import BY_RELEASE, BY_RELEASE_MODELS, BY_RELEASE_RULES
 
 ENGINE = Engine(
     name="sglang",
@@ -32,9 +33,14 @@ ENGINE = Engine(
     # KimiK3ForConditionalGeneration "only instantiates the language model" (text_config unwrapped, vision_tower.* /
     # mm_projector.* skipped in load_weights; read in the index, commit not pinned)
     loads_vision_tower=True,
-    vision_tower_architectures=frozenset({"kimi_k25"}),
+    # DeepSeek-V4.1's ViT and aligner too, from the release that serves it: DeepseekV4ForCausalLM.__init__ builds
+    # them where config.model_type is deepseek_v41 with vision layers (sglang 0.5.21-0.5.23 wheels, models/
+    # deepseek_v4.py: self.vision = ViT(args); from 0.5.22 not under --language-model-only: engines/sglang/serve.py
+    # v41_vision); its config keeps no vision_config (configs/deepseek_v41.py pops it), so no fraction cut (AutoFraction.vlm)
+    vision_tower_architectures=frozenset({"kimi_k25", "deepseek_v41"}),
     by_release=BY_RELEASE,
     by_release_models=BY_RELEASE_MODELS,
+    by_release_rules=BY_RELEASE_RULES,
     oldest_release_read=OLDEST_READ,
     prefill_first=True,  # its scheduler (speed.scheduler.PREFILL_FIRST_RULE cites the code)
     # ServerArgs' own MoE backend, not the sglang stack's DeepEP deployment (engines/sglang/flags.py)

@@ -26,7 +26,12 @@ whole pages. The form moved between releases, each reproduced to the cent by a p
   charge, rows = ceil((slots x R128 + R128 + 1) / 128) x 128 of 2 x A f32 a ratio-128 layer, slots =
   max_running_requests // dp_size + 1 (_get_c128_state_fixed_bytes); public logs print 'bytes_per_full_token=
   7705.45' (V4-Flash, ratio 0.1) and '13735.04, available_bytes=118.93 GB, c128_state_fixed=1.01 GB,
-  full_token=9217792' (V4-Pro, ratio 0.15, 64 running a worker).
+  full_token=9217792' (V4-Pro, ratio 0.15, 64 running a worker); the 0.5.16-0.5.20 wheels keep it;
+- "0.5.21" (0.5.21 to 0.5.23, read in their wheels; no public log of it yet): 0.5.15's with two changes -- the c4
+  compressor rings are addressed by the engine's page, so their share is R4 / page (256), not R4 / W
+  (sgl-project/sglang#40337: the ring had been sized by the window and indexed by the page, 2x the rows it could
+  reach), and each KV entry costs what the V4 paged layout stores it in: a page of P tokens is P x 584 B padded to
+  whole 576-B rows, 585 B a token in the window's and c4's pages (256, 64 tokens) and 864 B in c128's (2 tokens).
 """
 
 from __future__ import annotations
@@ -58,16 +63,28 @@ DEFAULTS_SOURCE = (
 F32 = 4
 RING = {4: 8, 128: 128}  # get_compress_state_ring_size, not speculative
 SPEC_RING = {4: 16, 128: 256}  # get_compress_state_ring_size(ratio, is_speculative=True) (sglang 0.5.15 wheel)
-FORMS = ("0.5.15", "0.5.13", "ktransformers-1978")  # the current release's first (module docstring)
+FORMS = ("0.5.15", "0.5.21", "0.5.13", "ktransformers-1978")  # the cited release's first (module docstring)
+# the forms whose c128 states are a fixed charge a request slot, and whose draft under speculative decoding was read
+FIXED_C128_FORMS = ("0.5.15", "0.5.21")
 # the release each release form starts at (fit --engine-version): 0.5.14's wheel (PyPI) still has 0.5.13's form
 # (pool_configurator.py DSV4PoolConfigurator._get_bytes_per_full_token: c128_state_ratio = c128_ring_size /
-# swa_page_size, the target's start_layer:end_layer), 0.5.15's the fixed charge; earlier releases were not read
-FORM_RELEASES = (((0, 5, 15), "0.5.15"), ((0, 5, 13), "0.5.13"))
+# swa_page_size, the target's start_layer:end_layer), 0.5.15's the fixed charge; earlier releases were not read. The
+# 0.5.16-0.5.20 wheels keep 0.5.15's form on a GPU at SGLang's defaults (the same _get_bytes_per_full_token and
+# _get_c128_state_fixed_bytes; 0.5.20 adds the unified-KV ring mode, HIP only under SGLANG_HACK_FLASHMLA_BACKEND=
+# unified_kv_triton, and prices HIP's FP4 indexer keys: engines/sglang/serve.py FP4_INDEXER_HIP). 0.5.21 rebuilt it,
+# not priced here: the sliding-window pool in cap mode for V4 too where --swa-full-tokens-ratio is not given
+# (_resolve_swa_cap_tokens), the c4 state rings per engine page (ring_size / page_size, was / window), the KV bytes a
+# token from the paged layout SGLang picks by GPU (_get_paged_kv_bytes_per_token: select_dsv4_kv_layout, the V4.1
+# layout on SM100), the low-ratio pages' padding (sglang 0.5.21 and 0.5.23 wheels, pool_configurator.py
+# DSV4PoolConfigurator). For DeepSeek-V4 on SGLang's defaults that is the "0.5.21" form (FORM_0521_SOURCE): the
+# operator's or the model override's --swa-full-tokens-ratio (0.1) keeps ratio mode, the flashmla backend and
+# SGLANG_DSV4_KV_LAYOUT's default "v4" keep the V4 layout, whose pages pad a token's bytes
+FORM_RELEASES = (((0, 5, 21), "0.5.21"), ((0, 5, 15), "0.5.15"), ((0, 5, 13), "0.5.13"))
 # what of SGLang's pricing follows fit --engine-version (Engine.by_release of the sglang and dp-attention stacks)
 BY_RELEASE = (
-    "DeepSeek-V4's pool form follows it (0.5.13-0.5.14: the c128 rings a full token; 0.5.15 on: a fixed charge a "
-    "request slot; earlier releases not read, priced as 0.5.13's; engines/sglang/dsv4_pool.py FORMS); k3plan's other "
-    "SGLang rules are the code each cites"
+    "DeepSeek-V4's pool form follows it (0.5.13-0.5.14: the c128 rings a full token; 0.5.15-0.5.20: a fixed charge a "
+    "request slot; 0.5.21 on: the c4 rings per engine page and the V4 layout's padded pages; earlier releases not "
+    "read, priced as 0.5.13's; engines/sglang/dsv4_pool.py FORMS)"
 )
 BY_RELEASE_MODELS = ("deepseek-v4",)  # the pool forms are DeepSeek-V4's (V4.1's pool: sglang_dsv41_pool)
 # the oldest SGLang wheel k3plan read a memory rule in (0.5.12: Mxfp4MarlinMoEMethod's kept fp32 scales, the stack's
@@ -93,6 +110,27 @@ FORM_0515_SOURCE = (
 )
 
 
+FORM_0521_SOURCE = (
+    "sglang 0.5.21 wheel (PyPI), sglang/srt/model_executor/pool_configurator.py DSV4PoolConfigurator: "
+    "_get_bytes_per_full_token (swa_ratio x _get_bytes_per_swa_token + each owning layer's "
+    "_compressed_bytes_per_full_token), _get_bytes_per_swa_token (the paged KV bytes x layers + ring_sizes[4] / "
+    "page_size x (c4 state + c4 indexer state) x c4 layers: sgl-project/sglang#40337, the c4 ring addressed by the "
+    "page), _compressed_bytes_per_full_token (ratio 4: paged / 4 + index bytes / 4; ratio 128: paged / 128), "
+    "_get_paged_kv_bytes_per_token (KVLayout.page_bytes(page // ratio) / (page // ratio): sglang/kernels/ops/attention/"
+    "dsv4/kv_layout.py, V4 = 576 data + 8 scale bytes a token, pages padded to 576 B; mem_cache/"
+    "deepseek_v4_memory_pool.py select_dsv4_kv_layout with environ.py SGLANG_DSV4_KV_LAYOUT's default 'v4'), "
+    "_get_c128_state_fixed_bytes as 0.5.15's; the same in the 0.5.22 and 0.5.23 wheels"
+)
+
+
+def paged_token_bytes(d: DSV4Dims, tokens: int) -> float:
+    """A token's bytes in a page of ``tokens`` of SGLang's V4 KV layout (FORM_0521_SOURCE): ``tokens`` x (nope +
+    2 x rope + 8) bytes padded up to whole rows of the layout's nope + 2 x rope data bytes."""
+    nope, rope = d.head_dim - d.rope_dim, d.rope_dim
+    data, kv = nope + 2 * rope, nope + 2 * rope + 8
+    return -(-tokens * kv // data) * data / tokens
+
+
 class SglangDsv4Pool(Frozen):
     """A full token's bytes in SGLang's DeepSeek-V4 pool and the page its token count is rounded to; ``fixed_bytes``
     what the pool takes before it divides by them (DeepSeek-V4.1's sliding-window pool in cap mode, below)."""
@@ -107,6 +145,7 @@ class SglangDsv4Pool(Frozen):
     # of padding, its next decode's page, and the radix cache's prefix tails) at bytes_per_swa_token
     swa_tokens_per_request: int = 0
     bytes_per_swa_token: float = 0.0
+    window: int = 0  # the model's sliding window, for the sliding-window pool's start check (SWA_FLOOR_SOURCE)
 
 
 # DeepSeek-V4.1 (V41_SOURCE): SGLang serves it through DeepseekV4ForCausalLM with DSV4PoolConfigurator. Its ratio-1 / 2
@@ -155,6 +194,40 @@ PREFIX_TAILS_PER_REQUEST = 4  # _resolve_swa_prefix_tails: 4 x max_running_reque
 CHUNKS_IN_FLIGHT = 2  # compute_swa_request_cap: 2 chunked prefills in flight under the overlap scheduler (default)
 
 
+# DeepSeek-V4.1's pool by release (fit --engine-version): "main" is the main-branch read V41_SOURCE cites (a release
+# named none: its public log reproduced); the 0.5.21 and 0.5.22 wheels add the sliding-window slots' paged bytes (the
+# V4 layout, 585 B a token in 256-token pages) and the ratio-2 layers' pending-pair state, fixed a request slot; 0.5.23
+# pages the ratio-1 / 2 latents too, and on an SM100 GPU with attention TP 1 and FP8 KV (its flashmla_mega backend)
+# stores them in the V4.1 layouts (V41_FORM_SOURCE)
+V41_FORM_RELEASES = (((0, 5, 23), "0.5.23"), ((0, 5, 21), "0.5.21"))
+V41_FORM_SOURCE = (
+    "sglang 0.5.21 / 0.5.23 wheels (PyPI), sglang/srt/model_executor/pool_configurator.py DSV4PoolConfigurator: "
+    "_get_bytes_per_swa_token (_get_paged_kv_bytes_per_token() x layers), _compressed_bytes_per_full_token (ratio 1 / "
+    "2: (kv_bytes + low_ratio_index_bytes) / ratio in 0.5.21, the paged bytes in 0.5.23), _get_c2_state_fixed_bytes "
+    "(ceil((slots x ring + ring + 1) / 2) x 2 rows of 2 x head_dim f32 a ratio-2 layer, slots = max_running_requests "
+    "// attn_dp_size + 1, ring 2 or 1 << (draft tokens + 1).bit_length(): mem_cache/deepseek_v4_memory_pool.py "
+    "get_compress_state_ring_size); select_dsv4_kv_layout and kernels/ops/attention/dsv4/kv_layout.py KVLayout (V4: "
+    "nope + 2 x rope + 8 B a token padded to rows of nope + 2 x rope; V41: head_dim + head_dim / 32 in rows of "
+    "head_dim; V41_FP4 for ratios 1 / 2: head_dim / 2 + head_dim / 16 in rows of head_dim / 2); 0.5.23's flashmla_mega "
+    "(arg_groups/deepseek_v4_hook.py _default_dsv4_attention_backend: V4.1, CUDA SM100, kv fp8_e4m3, attention TP 1) "
+    "forces the V41 layouts. Not priced: 0.5.23's low-ratio pages' padding (_get_low_ratio_kv_padding_bytes, a few "
+    "pages, its index page by DeepGEMM's build)"
+)
+
+
+def v41_form_for_release(release: tuple[int, int, int] | None) -> str:
+    """DeepSeek-V4.1's pool form of a SGLang release (``V41_FORM_RELEASES``); None: the main-branch read."""
+    if release is None:
+        return "main"
+    return next((form for first, form in V41_FORM_RELEASES if release >= first), "main")
+
+
+def padded_token_bytes(tokens: int, token_bytes: int, row: int) -> float:
+    """A token's bytes in a page of ``tokens`` stored ``token_bytes`` each, the page padded to whole ``row``-byte rows
+    (KVLayout.page_bytes)."""
+    return -(-tokens * token_bytes // row) * row / tokens
+
+
 def sglang_dsv41_pool(
     d: DSV4Dims,
     *,
@@ -165,22 +238,50 @@ def sglang_dsv41_pool(
     page: int | None = None,
     draft_layers: int = 0,
     draft_tokens: int = 0,
+    form: str = "main",
+    v41_layout: bool = False,
 ) -> SglangDsv4Pool:
     """SGLang's pool for DeepSeek-V4.1 (V41_SOURCE): bytes a full token and, in cap mode (``swa_ratio`` None: the
     operator gave no --swa-full-tokens-ratio), the sliding-window pool taken first, at ``chunk`` tokens a prefill
     (--chunked-prefill-size) and ``max_running_requests``. ``draft_layers``: a DSpark drafter's (1: SGLang counts one
     draft layer) scales the per-token figures by (layers + 1) / layers; ``draft_tokens``: the tokens it verifies a
     step (SGLang's speculative_num_draft_tokens; 0: no speculative decoding), which set a request's cap terms
-    (V41_SPEC_SOURCE)."""
+    (V41_SPEC_SOURCE). ``form``: the release's (``v41_form_for_release``); ``v41_layout``: 0.5.23's V4.1 layouts
+    (flashmla_mega: V41_FORM_SOURCE)."""
     assert d.csa2 is not None
     page = page or PAGE
     layers = len(d.compress_ratios)
     nope, rope = d.head_dim - d.rope_dim, d.rope_dim
     kv = nope + 2 * rope + 8
     index = d.index_head_dim // 2 + d.index_head_dim // 32
-    low = sum((kv + index) / d.compress_ratios[i] for i in d.csa2.kv_source_layer_ids if d.compress_ratios[i] in (1, 2))
-    per_swa = float(kv * layers)
+    sources = [d.compress_ratios[i] for i in d.csa2.kv_source_layer_ids if d.compress_ratios[i] in (1, 2)]
+    head = d.head_dim
+    if form == "main":
+        swa_kv, low_kv = float(kv), {1: float(kv), 2: float(kv)}
+    elif (
+        v41_layout and form == "0.5.23"
+    ):  # 0.5.23 under flashmla_mega: V41 (fp8) for the window, V41_FP4 for ratios 1 / 2
+        swa_kv = padded_token_bytes(page, head + head // 32, head)
+        low_kv = {r: padded_token_bytes(page // r, head // 2 + head // 16, head // 2) for r in (1, 2)}
+    else:  # the V4 layout's pages: the window's from 0.5.21, the low ratios' from 0.5.23
+        swa_kv = padded_token_bytes(page, kv, nope + 2 * rope)
+        low_kv = {
+            r: padded_token_bytes(page // r, kv, nope + 2 * rope) if form == "0.5.23" else float(kv) for r in (1, 2)
+        }
+    low = sum((low_kv[r] + index) / r for r in sources)
+    per_swa = swa_kv * layers
     infl = (layers + 1) / layers if draft_layers else 1.0
+    # the ratio-2 layers' pending-pair state, a ring a request slot (0.5.21 on: V41_FORM_SOURCE)
+    ring2 = 1 << (draft_tokens + 1).bit_length() if draft_tokens else 2
+    c2_rows = -(-((max_running_requests + 1) * ring2 + ring2 + 1) // 2) * 2
+    c2 = 0 if form == "main" else c2_rows * 2 * head * F32 * sources.count(2)
+    c2_said = (
+        f"; + the ratio-2 layers' pending-pair state, {c2_rows:,} rows x {2 * head * F32:,} B x {sources.count(2)} "
+        f"layers = {c2:,} B, and the {form} pages ({swa_kv:g} B a window token, {low_kv[1]:g} / {low_kv[2]:g} B a "
+        f"ratio-1 / 2 latent: {V41_FORM_SOURCE})"
+        if form != "main"
+        else ""
+    )
     if swa_ratio is None:  # cap mode
         window = d.sliding_window
         # trailing tokens (window, the eviction interval a draft token, a page) and the next decode's allocation
@@ -190,7 +291,7 @@ def sglang_dsv41_pool(
         cap = per_request * max_running_requests + CHUNKS_IN_FLIGHT * chunk + page
         tokens = -(-(cap + tails * max_running_requests) // page) * page
         bpft, bpst = low * infl, per_swa * infl
-        fixed = int(tokens * bpst)
+        fixed = int(tokens * bpst) + c2
         terms = (
             f"window {window} + eviction {EVICTION_INTERVAL} x {draft_tokens} draft tokens + a page of {page} + the "
             f"next decode's 2 x {draft_tokens}"
@@ -198,10 +299,13 @@ def sglang_dsv41_pool(
             else f"window {window} + eviction {EVICTION_INTERVAL} + 2 pages of {page}"
         )
         how = (
-            f"{bpft:,.2f} B a full token (the KV sources' {kv} B latents and {index} B fp4 index keys over their "
+            f"{bpft:,.2f} B a full token (the KV sources' {f'{kv} B' if form == 'main' else 'paged'} latents and "
+            f"{index} B fp4 index keys over their "
             f"ratios), the sliding-window pool apart in cap mode: {tokens:,} tokens (({terms}"
             f"{f' + radix tails 4 x {window + page}' if tails else ''}) x {max_running_requests} requests + 2 x "
-            f"{chunk:,} + {page}) x {bpst:,.0f} B = {fixed:,} B" + (f" ({V41_SPEC_SOURCE})" if draft_tokens else "")
+            f"{chunk:,} + {page}) x {bpst:,.0f} B = {fixed - c2:,} B"
+            + (f" ({V41_SPEC_SOURCE})" if draft_tokens else "")
+            + c2_said
         )
         return SglangDsv4Pool(
             bytes_per_full_token=bpft,
@@ -209,7 +313,8 @@ def sglang_dsv41_pool(
             swa_ratio=0.0,
             source=f"{how}: {V41_SOURCE}",
             fixed_bytes=fixed,
-            fixed_source="DeepSeek-V4.1's sliding-window pool, taken before the full tokens (cap mode)",
+            fixed_source="DeepSeek-V4.1's sliding-window pool, taken before the full tokens (cap mode)"
+            + (", and its ratio-2 layers' pending-pair state" if c2 else ""),
             swa_tokens_per_request=per_request + tails,
             bytes_per_swa_token=bpst,
         )
@@ -218,8 +323,11 @@ def sglang_dsv41_pool(
         bytes_per_full_token=bpft,
         page=page,
         swa_ratio=swa_ratio,
-        source=f"{bpft:,.2f} B a full token at --swa-full-tokens-ratio {swa_ratio:g}: {V41_SOURCE}",
+        source=f"{bpft:,.2f} B a full token at --swa-full-tokens-ratio {swa_ratio:g}{c2_said}: {V41_SOURCE}",
         bytes_per_swa_token=per_swa * infl,
+        fixed_bytes=c2,
+        fixed_source="DeepSeek-V4.1's ratio-2 layers' pending-pair state" if c2 else "",
+        window=d.sliding_window,
     )
 
 
@@ -251,7 +359,7 @@ def sglang_dsv4_pool(
     DSV4_SPEC_SOURCE): the rings of 16 / 256 rows and a full token's bytes x (T + 1) / T, read in 0.5.15's form only."""
     if form not in FORMS:
         raise ValueError(f"SGLang DeepSeek-V4 pool form {form!r}: expected one of {', '.join(FORMS)}")
-    if speculative and form != FORMS[0]:
+    if speculative and form not in FIXED_C128_FORMS:
         raise ValueError(f"SGLang DeepSeek-V4 pool form {form!r} under speculative decoding was not read")
     from k3plan.engines.sglang.spec import DSV4_SPEC_SOURCE
 
@@ -266,25 +374,43 @@ def sglang_dsv4_pool(
     a = nope + rope
     s4, s128, si = 2 * 2 * a * F32, c128_row_bytes(d), 2 * 2 * d.index_head_dim * F32
     w = d.sliding_window
-    current = form == FORMS[0]
-    bpft = (
-        swa_ratio * kv * n
-        + kv * n4 / 4
-        + kv * n128 / 128
-        + index * n4 / 4
-        + swa_ratio * ring[4] / w * s4 * n4
-        + (0.0 if current else swa_ratio * ring[128] / w * s128 * n128)
-        + swa_ratio * ring[4] / w * si * n4
-    )
+    current = form in FIXED_C128_FORMS
+    if form == "0.5.21":  # the paged layout's bytes, the c4 rings per engine page (FORM_0521_SOURCE)
+        pg = page or PAGE
+        swa_token = paged_token_bytes(d, pg) * n + ring[4] / pg * (s4 + si) * n4
+        bpft = (
+            swa_ratio * swa_token
+            + (paged_token_bytes(d, pg // 4) / 4 + index / 4) * n4
+            + paged_token_bytes(d, pg // 128) / 128 * n128
+        )
+    else:
+        bpft = (
+            swa_ratio * kv * n
+            + kv * n4 / 4
+            + kv * n128 / 128
+            + index * n4 / 4
+            + swa_ratio * ring[4] / w * s4 * n4
+            + (0.0 if current else swa_ratio * ring[128] / w * s128 * n128)
+            + swa_ratio * ring[4] / w * si * n4
+        )
     target_layers = n
     if speculative:  # the draft's one layer budgeted into a full token (DSV4_SPEC_SOURCE)
         bpft *= (target_layers + 1) / target_layers
     running = DSV4_RUNNING if max_running_requests is None else max_running_requests
     fixed = c128_state_rows(running, ring[128]) * s128 * n128 if current and n128 else 0
+    v21 = form == "0.5.21"
+    pg = page or PAGE
     rings = (
-        f"f32 compressor rings of {ring[4]} rows a {w}-token window page (c4), the c128 rings apart: "
-        f"{c128_state_rows(running, ring[128]):,} rows x {s128:,} B x {n128} layers = {fixed:,} B for {running:,} running "
-        f"requests a worker ({FORM_0515_SOURCE})"
+        f"f32 compressor rings of {ring[4]} rows a "
+        + (f"{pg}-token engine page (c4)" if v21 else f"{w}-token window page (c4)")
+        + f", the c128 rings apart: {c128_state_rows(running, ring[128]):,} rows x {s128:,} B x {n128} layers = "
+        f"{fixed:,} B for {running:,} running requests a worker ({FORM_0515_SOURCE})"
+        + (
+            f"; the V4 layout's pages: {paged_token_bytes(d, pg):g} / {paged_token_bytes(d, pg // 4):g} / "
+            f"{paged_token_bytes(d, pg // 128):g} B a window / c4 / c128 token ({FORM_0521_SOURCE})"
+            if v21
+            else ""
+        )
         if current
         else f"f32 compressor rings of {ring[4]} / {ring[128]} rows a {w}-token window page (SGLang {form}'s form)"
     )
@@ -292,6 +418,7 @@ def sglang_dsv4_pool(
         bytes_per_full_token=bpft,
         page=page or PAGE,
         swa_ratio=swa_ratio,
+        window=w,
         source=(
             f"{bpft:,.2f} B a full token at --swa-full-tokens-ratio {swa_ratio:g}"
             + ("" if asked is not None else f" ({DEFAULTS_SOURCE})")
@@ -306,7 +433,7 @@ def sglang_dsv4_pool(
         fixed_bytes=fixed,
         fixed_source=(
             f"the c128 compressor states of {running:,} running requests, taken before the full tokens "
-            f"(SGLang 0.5.15: {FORM_0515_SOURCE})"
+            f"(SGLang {form}: {FORM_0515_SOURCE})"
             if fixed
             else ""
         ),

@@ -24,6 +24,7 @@ FLAGS: dict[str, tuple[str, str, str]] = {
         "--node-rank",
         "--dist-init-addr",
         "--moe-a2a-backend",
+        "--language-model-only",
     )
 }
 KV: dict[str, str | None] = {

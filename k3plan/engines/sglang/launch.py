@@ -64,6 +64,10 @@ def sglang_command(cfg: LaunchConfig) -> str:
     if cfg.hosts > 1:
         args += ["--nnodes", cfg.hosts, "--node-rank", "$NODE_RANK", "--dist-init-addr", "$HEAD_ADDR:5000"]
     args += option_args(cfg)
+    if (cfg.model or "").startswith("deepseek-v4.1"):
+        # the plan prices DeepSeek-V4.1's language model alone; SGLang builds its ViT unless told (from 0.5.22 it
+        # honours the flag: engines/sglang/serve.py v41_vision), and with the tower refuses an all-to-all but MegaMoE
+        args.append("--language-model-only")
     if cfg.trust_remote_code:
         args.append("--trust-remote-code")
     return join_args(args, engine="sglang", extra=option_flags(cfg))

@@ -11,6 +11,10 @@
                 max_req_len = min(context_len - 1, max_total_num_tokens - 1), leaves max_req_input_len = max_req_len
                 - 5 > 0 (TpModelWorker.__init__: AssertionError "Memory pool size is too small").
 
+The rules are those of the sglang 0.5.15 wheel, re-read to 0.5.23; what changed is followed from the release the
+command is read as (engines/sglang/releases.py: the state pool's padding slot, a multimodal model's reservation,
+DeepSeek-V4's window-pool floor).
+
 So SGLang starts whenever its pool holds a handful of tokens: a context longer than the pool is not refused at
 start, a request is capped at what the pool holds (max_req_len) -- unlike vLLM, which refuses to start when one
 --max-model-len request does not fit.
@@ -19,7 +23,18 @@ start, a request is capped at what the pool holds (max_req_len) -- unlike vLLM, 
 from __future__ import annotations
 
 from k3plan.engines.engine import WEIGHTS_SOURCE
+from k3plan.engines.release import Release
 from k3plan.engines.sglang.dsv4_pool import SglangDsv4Pool
+from k3plan.engines.sglang.releases import (
+    MAMBA_PAD_FROM,
+    MAMBA_PAD_SOURCE,
+    MM_RESERVE_FROM,
+    MM_RESERVE_MIB,
+    MM_RESERVE_SOURCE,
+    SWA_FLOOR_FROM,
+    SWA_FLOOR_SOURCE,
+    follows,
+)
 from k3plan.engines.sglang.spec import DRAFT_KV_SOURCE, SglangDraft, draft_cell_bytes
 from k3plan.engines.vllm.memory import EngineSizing, Figure
 from k3plan.units import GiB
@@ -105,6 +120,8 @@ def sglang_kv_pool(
     draft: SglangDraft | None = None,
     target_layers: int = 0,
     weights_source: str = WEIGHTS_SOURCE,
+    release: Release | None = None,
+    multimodal: bool = False,
 ) -> EngineSizing:
     """SGLang's KV pool a device and its start rule (module docstring). ``max_total_tokens``: --max-total-tokens,
     the most tokens the pool holds ('The maximum number of tokens that can be stored into the KV cache',
@@ -119,7 +136,10 @@ def sglang_kv_pool(
     ``state_slots_ratio``. ``draft``: speculative decoding's draft (engines/sglang/spec.py): its weights resident at
     the profile, and its KV layers budgeted into a token's bytes over ``target_layers`` (the pool's own layers);
     DeepSeek-V4's ``dsv4`` carries them already (sglang_dsv4_pool's ``speculative``). ``weights_source``: where
-    ``weights_bytes`` comes from (fit passes the budget's own weights line)."""
+    ``weights_bytes`` comes from (fit passes the budget's own weights line). ``release``: the SGLang release the
+    command is read as (engines/sglang/releases.py: the state pool's padding slot from 0.5.17, a multimodal model's
+    reservation from 0.5.18; None: 0.5.15's code); ``multimodal``: SGLang counts the model multimodal (it builds its
+    vision tower)."""
     weights_src = weights_source
     if draft is not None and draft.bytes_per_device:
         weights_bytes += draft.bytes_per_device
@@ -139,8 +159,11 @@ def sglang_kv_pool(
             "every device: its split in the engine was not read)"
         )
     rest = int(mem_fraction_static * visible_bytes) - weights_bytes
+    mm_reserve = MM_RESERVE_MIB * 2**20 if multimodal and follows(release, MM_RESERVE_FROM) else 0
+    rest -= mm_reserve
     slots = None
     if state_slot_bytes and dsv4 is None:  # SGLang's own state pool (SGLANG_MAMBA)
+        pad = int(follows(release, MAMBA_PAD_FROM))  # the pool's padding slot (MAMBA_PAD_SOURCE)
         if mamba_cache_size is not None:
             slots, how = mamba_cache_size // attn_dp, f"--max-mamba-cache-size {mamba_cache_size:,}"
         elif disable_radix_cache and max_running_requests is not None:
@@ -150,10 +173,12 @@ def sglang_kv_pool(
             )
         else:
             r = SGLANG_MAMBA_RATIO if mamba_ratio is None else mamba_ratio
-            slots = int(rest * r / (1 + r) // state_slot_bytes)
+            slots = int((rest * r / (1 + r) - pad * state_slot_bytes) // state_slot_bytes)
             how = f"mamba_full_memory_ratio {r:g}: {r:g} / {1 + r:g} of {rest:,} B"
-        state_pool_bytes = slots * state_slot_bytes
-        state_source = f"{slots:,} slots x {state_slot_bytes:,} B a request ({how}; {SGLANG_MAMBA})"
+        state_pool_bytes = (slots + pad) * state_slot_bytes
+        state_source = f"{slots:,} slots x {state_slot_bytes:,} B a request ({how}; {SGLANG_MAMBA})" + (
+            f", + 1 padding slot ({MAMBA_PAD_SOURCE})" if pad else ""
+        )
     pool = rest - state_pool_bytes
     tokens = max(pool, 0) // kv_bytes_per_token if kv_bytes_per_token > 0 else 0
     if dsv4 is not None:
@@ -165,6 +190,7 @@ def sglang_kv_pool(
         pool = rest - dsv4.fixed_bytes
         page_size = dsv4.page if page_size == 1 else page_size
         tokens = int(max(pool, 0) / dsv4.bytes_per_full_token)
+    profiled = tokens // page_size * page_size  # the full tokens the pool's sizes are computed from, in whole pages
     # by how much the pool clears SGLang's checks (the smallest pool that starts holds SGLANG_MIN_POOL_TOKENS tokens)
     margin = int(pool - SGLANG_MIN_POOL_TOKENS * (kv_bytes_per_token if dsv4 is None else dsv4.bytes_per_full_token))
     capped = max_total_tokens is not None and 0 < max_total_tokens < tokens
@@ -196,7 +222,7 @@ def sglang_kv_pool(
         running = f"{reqs:,} (the state pool's {slots:,} slots // {state_slots_ratio} a request: {SGLANG_REQS_AT})"
     conc = tokens / max_model_len if max_model_len else 0.0
     # the engine's start failures in the order it meets them; the first that holds is the verdict
-    failures = (
+    failures: list[tuple[bool, str, str]] = [
         (
             weights_bytes > visible_bytes,
             f"torch.OutOfMemoryError: CUDA out of memory while loading the weights: {weights_bytes / GiB:.2f} GiB a "
@@ -227,7 +253,19 @@ def sglang_kv_pool(
             f"max_mamba_cache_size={slots}, mamba_ratio={state_slots_ratio}, resulting max_num_reqs={reqs}",
             SGLANG_REQS_AT,
         ),
-    )
+    ]
+    if dsv4 is not None and dsv4.window and dsv4.swa_ratio > 0 and follows(release, SWA_FLOOR_FROM):
+        # DeepSeek-V4's sliding-window pool in ratio mode, checked as its sizes are computed (SWA_FLOOR_SOURCE): before
+        # MemoryPoolConfig's check of the full tokens
+        swa = int(profiled * dsv4.swa_ratio) // page_size * page_size
+        floor = (
+            dsv4.window + page_size >= swa,
+            f"ValueError: SWA pool ({swa} tokens) cannot hold even one request: the prefill admission floor is "
+            f"sliding_window_size ({dsv4.window}) + page_size ({page_size}). Increase --swa-full-tokens-ratio or the "
+            "total KV budget.",
+            SWA_FLOOR_SOURCE,
+        )
+        failures.insert(1, floor)
     failed = next(((m, at) for holds, m, at in failures if holds), None)
     starts = failed is None
     if failed is not None:
@@ -242,7 +280,8 @@ def sglang_kv_pool(
         )
     pool_src = (
         f"int({mem_fraction_static} x {visible_bytes:,} B visible ({visible_source})) - weights {weights_bytes:,} B - "
-        f"state pool {state_pool_bytes:,} B ({state_source}): {SGLANG_POOL}"
+        + (f"the multimodal reservation {mm_reserve:,} B ({MM_RESERVE_SOURCE}) - " if mm_reserve else "")
+        + f"state pool {state_pool_bytes:,} B ({state_source}): {SGLANG_POOL}"
     )
     if capped:
         pool_src = (

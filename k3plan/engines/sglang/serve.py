@@ -4,6 +4,7 @@ GPU memory, DP attention's split of --tp-size, and the launch-line flags k3plan 
 from __future__ import annotations
 
 from k3plan.engines.dp_attention import ENGINE as DP_ATTENTION
+from k3plan.engines.release import Release, parse_release, release_text
 from k3plan.engines.serve_values import (
     Reading,
     ServeCommand,
@@ -17,8 +18,11 @@ from k3plan.engines.serve_values import (
     refuse_unpriced,
 )
 from k3plan.engines.sglang.flags import SGLANG_A2A_DEFAULT
+from k3plan.engines.sglang.kernels import BLACKWELL
+from k3plan.engines.sglang.releases import GRAPH_CAP_FROM, follows
 from k3plan.engines.sglang.server_flags import FLAGS as SERVER_FLAGS
-from k3plan.engines.sglang.server_flags import RELEASE as SERVER_FLAGS_RELEASE
+from k3plan.engines.sglang.server_flags import RANGES as SERVER_FLAG_RANGES
+from k3plan.engines.sglang.server_flags import RELEASES as SERVER_FLAG_RELEASES
 from k3plan.engines.sglang.spec import read_speculative
 from k3plan.errors import K3PlanError
 
@@ -71,6 +75,38 @@ def launch_flags(get, options: dict[str, str], ignored: list[str]) -> bool:
     return get("--enable-dp-attention", "false").lower() not in ("false", "0")
 
 
+# SGLang 0.5.22's spelling of DP attention: --attn-dp-size N (alias --attention-data-parallel-size) is what
+# --dp-size N --enable-dp-attention resolves to (arg_groups/parallel_hook.py handle_deprecated_dp_attention: attn_dp_size
+# = dp_size, dp_size = 1; --dp-size then counts replicas of the server; sglang 0.5.22 and 0.5.23 wheels,
+# arg_groups/fields/parallel.py ParallelConfig.attn_dp_size)
+ATTN_DP_FLAGS = ("--attn-dp-size", "--attention-data-parallel-size")
+
+
+def attn_dp_size(r: Reading) -> bool:
+    """--attn-dp-size N > 1: DP attention over N groups, read as --dp-size N --enable-dp-attention; with --dp-size
+    replicas beside it refused (replicas of a DP-attention server are not priced). -> whether it turns DP attention on."""
+    given = [(f, v) for f, v in ((f, r.get(f, None)) for f in ATTN_DP_FLAGS) if v is not None]
+    if not given:
+        return False
+    flag, raw = given[0]
+    options, said = release_options(r.release)
+    if flag not in options:  # a release before 0.5.22: its argparse has no such option
+        raise K3PlanError(
+            f"--serve: {flag}: {said}'s parser has no such option (from 0.5.22); write --dp-size N --enable-dp-attention"
+        )
+    n = flag_int(ATTN_DP_FLAGS[0], raw)
+    if n == 1:
+        return False
+    if r.dp > 1:
+        raise K3PlanError(
+            f"--serve: --attn-dp-size {n} with --dp-size {r.dp}: SGLang runs {r.dp} replicas of an attention-DP server "
+            "then (parallel_hook.py handle_deprecated_dp_attention: --dp-size counts replicas beside --attn-dp-size); "
+            "not priced, give one of them"
+        )
+    r.dp = n
+    return True
+
+
 def dp_attention_tp(tp_size: int, dp: int) -> int:
     if tp_size % dp:
         raise K3PlanError(
@@ -111,41 +147,128 @@ def long_context_refusal(context: int, model_max: int) -> str:
 KNOWN_ENV = frozenset({LONG_CONTEXT_ENV})
 
 
-def tokens(model: str | None, rest: list[str]) -> tuple[str | None, list[str]]:
+def tokens(model: str | None, rest: list[str], *, release: Release | None = None) -> tuple[str | None, list[str]]:
     """`sglang serve MODEL ...`: the positional MODEL read as --model-path MODEL; a --config file's flags first
-    (serve_values.config_file_args); an abbreviated flag as the one it stands for (``unabbreviated``)."""
-    rest = [unabbreviated(tok) for tok in config_file_args(rest, engine=ENGINE)]
+    (serve_values.config_file_args); an abbreviated flag as the one it stands for in ``release``'s parser
+    (``unabbreviated`` over ``release_options``)."""
+    options, said = release_options(release)
+    rest = [unabbreviated(tok, options, said) for tok in config_file_args(rest, engine=ENGINE)]
     return None, (rest if model is None else ["--model-path", model, *rest])
+
+
+def _bundled(r: Reading) -> str:
+    """The bundled model the command serves ('' where it names none k3plan can price)."""
+    if r.resolve is None or not r.model:
+        return ""
+    try:
+        return r.resolve(r.model)
+    except K3PlanError:  # a checkpoint k3plan cannot price is refused by name where parse_serve resolves the model
+        return ""
 
 
 def _deepseek_v4(r: Reading) -> bool:
     """The command serves a DeepSeek-V4 checkpoint (SGLang's models/deepseek_v4.py; not V4.1's)."""
-    if r.resolve is None or not r.model:
-        return False
-    try:
-        return r.resolve(r.model) in ("deepseek-v4-flash", "deepseek-v4-pro")
-    except K3PlanError:  # a checkpoint k3plan cannot price is refused by name where parse_serve resolves the model
-        return False
+    return _bundled(r) in ("deepseek-v4-flash", "deepseek-v4-pro")
 
 
-# what argparse matches a prefix against: the release's options and the parser's own --help
-_PREFIXABLE = SERVER_FLAGS | {"--help"}
+# SGLang serves DeepSeek-V4.1 (model_type deepseek_v41, DeepseekV41ForCausalLM) from 0.5.21: configs/deepseek_v41.py
+# (normalize_deepseek_v41_config maps it onto DeepseekV4ForCausalLM) first ships in the 0.5.21 wheel; the 0.5.20
+# wheel names deepseek_v41 nowhere in sglang/srt, so its config and class are unknown to it
+V41_FROM: Release = (0, 5, 21)
 
 
-def unabbreviated(token: str) -> str:
+# DeepSeek-V4.1's vision tower and the parallelism SGLang builds it under (models/deepseek_v4.py
+# DeepseekV4ForCausalLM.__init__): 0.5.21 builds it whatever --language-model-only says and refuses any MoE all-to-all;
+# from 0.5.22 --language-model-only drops it and MegaMoE on CUDA is allowed (sglang 0.5.21, 0.5.22 and 0.5.23 wheels)
+V41_VISION_LM_ONLY_FROM: Release = (0, 5, 22)
+V41_VISION_AT = "DeepseekV4ForCausalLM.__init__ (self.vision = ViT(args))"
+
+
+def v41_vision(r: Reading) -> None:
+    """DeepSeek-V4.1's vision tower as the release builds it (``V41_VISION_LM_ONLY_FROM``): under 0.5.21
+    --language-model-only is listed as ignored (the tower is built all the same: engines/sglang/__init__.py counts
+    it); where it is built, pipeline parallelism or an all-to-all the release refuses with it is refused with
+    SGLang's ValueError."""
+    if not _bundled(r).startswith("deepseek-v4.1"):
+        return
+    lm_only = r.flags.get("--language-model-only", "false").lower() not in ("false", "0")
+    old = r.release is not None and r.release < V41_VISION_LM_ONLY_FROM
+    if lm_only and old:
+        r.get("--language-model-only")
+        r.ignored.append("--language-model-only")
+    elif lm_only:
+        return
+    a2a = r.options.get("moe_a2a_backend", SGLANG_A2A_DEFAULT)
+    allowed = a2a == "none" or (not old and a2a == "megamoe" and not r.device_name.startswith("amd-"))
+    if r.pp == 1 and allowed:
+        return
+    text, at = (
+        ("V4.1 vision currently supports TP/EP/DP without CP, PP or MoE A2A", "sglang 0.5.21 wheel (PyPI)")
+        if old
+        else (
+            "V4.1 vision supports TP/EP/DP without CP or PP; MoE A2A requires CUDA MegaMoE",
+            "sglang 0.5.22 wheel (PyPI)",
+        )
+    )
+    raise K3PlanError(
+        f"--serve: DeepSeek-V4.1's vision tower with --pp-size {r.pp} and --moe-a2a-backend {a2a}: SGLang refuses it "
+        f"at start, 'ValueError: {text}' ({at}, sglang/srt/models/deepseek_v4.py {V41_VISION_AT}); remove them"
+        + ("" if old else " or add --language-model-only")
+    )
+
+
+def refuse_v41_before(r: Reading) -> None:
+    """A DeepSeek-V4.1 command read as a release before ``V41_FROM``: refused, as that SGLang cannot load it."""
+    if r.release is not None and r.release < V41_FROM and _bundled(r).startswith("deepseek-v4.1"):
+        raise K3PlanError(
+            f"--serve: {r.model} under sglang {release_text(r.release)}: SGLang serves DeepSeek-V4.1 from "
+            f"{release_text(V41_FROM)} (sglang {release_text(V41_FROM)} wheel (PyPI), sglang/srt/configs/"
+            "deepseek_v41.py; earlier wheels have no deepseek_v41 config or model); give --engine-version "
+            f"{release_text(V41_FROM)} or later"
+        )
+
+
+def _read_release(release: Release) -> str:
+    """The release read (engines/sglang/server_flags.py RELEASES) whose parser ``release`` has: the newest read at or
+    before it, the oldest read for one before them all."""
+    read = [r for r in SERVER_FLAG_RELEASES if parse_release(r) <= release]
+    return read[-1] if read else SERVER_FLAG_RELEASES[0]
+
+
+def _in_range(flag: str, release: str) -> bool:
+    first, last = SERVER_FLAG_RANGES.get(flag, (SERVER_FLAG_RELEASES[0], SERVER_FLAG_RELEASES[-1]))
+    return parse_release(first) <= parse_release(release) <= parse_release(last)
+
+
+# the options each release read registers, and what argparse also matches a prefix against: the parser's own --help
+_BY_RELEASE = {r: frozenset({f for f in SERVER_FLAGS if _in_range(f, r)} | {"--help"}) for r in SERVER_FLAG_RELEASES}
+_UNION = SERVER_FLAGS | {"--help"}
+
+
+def release_options(release: Release | None) -> tuple[frozenset[str], str]:
+    """The options SGLang's parser of ``release`` registers (with --help) and what they are, for the prefix matching;
+    None (no release named): the union of the releases read, an option any of them takes."""
+    if release is None:
+        return _UNION, f"sglang {SERVER_FLAG_RELEASES[0]}-{SERVER_FLAG_RELEASES[-1]} (any of them)"
+    read = _read_release(release)
+    return _BY_RELEASE[read], f"sglang {read}"
+
+
+def unabbreviated(token: str, options: frozenset[str] = _UNION, said: str = "") -> str:
     """A flag as SGLang's parser reads it: argparse (allow_abbrev on) takes a prefix of exactly one of its options
     for that option and stops on a prefix of several ('ambiguous option'); an exact option, a value or a prefix of
-    none stays as written (engines/sglang/server_flags.py: the options of the release read)."""
+    none stays as written. ``options``: the parser's (``release_options``: engines/sglang/server_flags.py, the
+    options of the releases read), ``said`` what they are."""
     if not token.startswith("--") or token == "--":
         return token
     name, eq, value = token.partition("=")
-    if name in SERVER_FLAGS:
+    if name in options:
         return token
-    matches = sorted(f for f in _PREFIXABLE if f.startswith(name))
+    matches = sorted(f for f in options if f.startswith(name))
     if len(matches) > 1:
         raise K3PlanError(
             f"--serve: SGLang refuses {name}: 'ambiguous option: {name} could match {', '.join(matches)}' "
-            f"(argparse's prefix matching over the options of sglang {SERVER_FLAGS_RELEASE} server_args.py); write "
+            f"(argparse's prefix matching over the options of {said or 'the releases read'}, server_args.py); write "
             "the whole flag"
         )
     return matches[0] + eq + value if matches else token
@@ -202,6 +325,7 @@ def read(r: Reading) -> None:
             f"--serve: --device {device}: k3plan prices SGLang on CUDA / ROCm GPUs ('cuda', what SGLang detects "
             "there); expected cuda or no --device"
         )
+    refuse_v41_before(r)
     r.parallel()
     get("--enable-expert-parallel", None)  # vLLM's switch: taken, not read (SGLang's EP is --ep-size)
     ep_size = get("--ep-size", get("--ep", get("--expert-parallel-size", None)))  # ServerArgs' three spellings
@@ -248,6 +372,7 @@ def read(r: Reading) -> None:
     slots = get("--max-mamba-cache-size", None)  # the state pool's slots (engines/sglang/memory.py SGLANG_MAMBA)
     r.mamba_cache_size = flag_int("--max-mamba-cache-size", slots) if slots is not None else None
     r.dp_attention = launch_flags(get, r.options, r.ignored)  # issue 48: the flags k3plan's launch lines write
+    r.dp_attention = attn_dp_size(r) or r.dp_attention
     r.dtypes()
     if r.kv_raw == "nvfp4_ds_mla":
         raise K3PlanError("--serve: --kv-cache-dtype nvfp4_ds_mla is vLLM's DeepSeek-V4.1 record, not SGLang's")
@@ -273,6 +398,7 @@ def read(r: Reading) -> None:
         )
     if r.model and r.resolve is not None and fp4_storage(r.resolve(r.model)) == "nvfp4":
         nvfp4_runner_caveat(r, runner)
+    decode_graph(r)  # the decode graphs its derived fraction reserves for
     cap = get("--max-total-tokens", None)  # the pool's token cap (engines/sglang/memory.py sglang_kv_pool)
     r.max_total_tokens = flag_int("--max-total-tokens", cap) if cap is not None else None
     page = get("--page-size", None)  # the pool's page (engines/sglang/memory.py sglang_kv_pool)
@@ -301,7 +427,7 @@ def read(r: Reading) -> None:
     )
     # speculative decoding (engines/sglang/spec.py): the algorithm and its steps, top-k and draft tokens as SGLang
     # resolves them; the draft is priced by fit once the checkpoint is loaded
-    r.speculative = read_speculative(get, r.ignored, r.model)
+    r.speculative = read_speculative(get, r.ignored, r.model, r.release)
     if r.model and r.resolve is not None and fp4_storage(r.resolve(r.model)) == "quark_mxfp4":
         quark_reading(r)
     # DeepSeek-V4's shared expert is fused into the routed MoE only under --enforce-shared-experts-fusion (sglang 0.5.15
@@ -309,8 +435,140 @@ def read(r: Reading) -> None:
     # fused shared expert(s)' otherwise), so --disable-shared-experts-fusion there is the default: no memory effect
     if _deepseek_v4(r) and get("--disable-shared-experts-fusion", None) is not None:
         r.ignored.append("--disable-shared-experts-fusion")
+    fp4_indexer(r)
+    v41_vision(r)  # after the split and the all-to-all are read
     # flags that change the pool in ways k3plan does not price: refused with what they do, never priced as without
     refuse_unpriced(get, UNPRICED, "SGLang")
+
+
+FP4_INDEXER = "--enable-deepseek-v4-fp4-indexer"
+# AMD's gfx95 GPUs (CDNA 4: MI350X / MI355X): the one of k3plan's AMD hardware SGLang's is_gfx95_supported holds on
+GFX95 = ("amd-mi355x",)
+# SGLang's start check of --enable-deepseek-v4-fp4-indexer by release, newest first: (the first release of the form,
+# whether gfx95 passes, the ValueError's text, where it is raised). SM100 (is_sm100_supported: compute capability
+# major 10, every Blackwell datacenter GPU of k3plan's: BLACKWELL) passes in every one; SM120 (k3plan has none) from
+# 0.5.17; earlier releases than 0.5.15 were not read (priced as 0.5.15's)
+FP4_INDEXER_CHECKS: tuple[tuple[Release, bool, str, str], ...] = (
+    (
+        (0, 5, 20),
+        True,
+        "--enable-deepseek-v4-fp4-indexer requires SM100, SM120, or gfx95 GPUs with FP4 indexer support.",
+        "sglang 0.5.20 wheel (PyPI), sglang/srt/arg_groups/serving_hook.py handle_environment_variables; the same in "
+        "0.5.21-0.5.23",
+    ),
+    (
+        (0, 5, 19),
+        False,
+        "--enable-deepseek-v4-fp4-indexer requires SM100 or SM120 GPUs with DeepGEMM FP4 indexer support.",
+        "sglang 0.5.19 wheel (PyPI), sglang/srt/arg_groups/serving_hook.py handle_environment_variables",
+    ),
+    (
+        (0, 5, 17),
+        False,
+        "--enable-deepseek-v4-fp4-indexer requires SM100 or SM120 GPUs with DeepGEMM FP4 indexer support.",
+        "sglang 0.5.17 wheel (PyPI), sglang/srt/server_args.py ServerArgs._handle_environment_variables; the same in "
+        "0.5.18",
+    ),
+    (
+        (0, 0, 0),
+        False,
+        "--enable-deepseek-v4-fp4-indexer requires SM100 GPUs with DeepGEMM FP4 indexer support.",
+        "sglang 0.5.15 wheel (PyPI), sglang/srt/server_args.py ServerArgs._handle_environment_variables; the same in "
+        "0.5.16",
+    ),
+)
+# what the flag does to the pool on an SM100 GPU: nothing SGLang sizes. DSV4PoolConfigurator prices a c4 index key at
+# its FP8 bytes, index_head_dim + index_head_dim // 128 x 4 (132 B), whether or not the flag is set (sglang 0.5.15 and
+# 0.5.17 wheels (PyPI), sglang/srt/model_executor/pool_configurator.py DSV4PoolConfigurator._get_bytes_per_full_token:
+# indexer_bytes); from 0.5.20 its __init__ takes get_dsv4_indexer_bytes_per_token(index_head_dim, _is_hip and
+# enable_deepseek_v4_fp4_indexer), 'HIP takes the FP4-accurate byte count here. The NVIDIA FP4 path keeps the FP8
+# estimate' (sglang 0.5.20 and 0.5.23 wheels). The index pool itself then allocates index_head_dim // 2 + 4 B a key
+# (mem_cache/deepseek_v4_memory_pool.py get_bytes_per_token under use_fp4_indexer): the difference is left
+# unallocated inside the static fraction, the token count the same
+FP4_INDEXER_NVIDIA = (
+    "sglang 0.5.15 / 0.5.17 / 0.5.20 / 0.5.23 wheels (PyPI), sglang/srt/model_executor/pool_configurator.py "
+    "DSV4PoolConfigurator (the c4 index key priced at FP8's 132 B on NVIDIA with or without the flag)"
+)
+FP4_INDEXER_HIP = (
+    "the DeepSeek-V4 indexer's c4 keys at FP4's bytes on HIP (sglang 0.5.20 wheel (PyPI), sglang/srt/model_executor/"
+    "pool_configurator.py DSV4PoolConfigurator.__init__: get_dsv4_indexer_bytes_per_token(index_head_dim, _is_hip and "
+    "enable_deepseek_v4_fp4_indexer)) and the HIP FP4 indexer's workspaces (layers/attention/dsv4/"
+    "low_ratio_backend_hip.py prepare_fp4_decode_workspace / prepare_fp4_prefill_workspace)"
+)
+
+
+def fp4_indexer_check(release: Release | None) -> tuple[Release, bool, str, str]:
+    """SGLang's start check of --enable-deepseek-v4-fp4-indexer in ``release`` (``FP4_INDEXER_CHECKS``; None: the
+    newest read)."""
+    if release is None:
+        return FP4_INDEXER_CHECKS[0]
+    return next(c for c in FP4_INDEXER_CHECKS if release >= c[0])
+
+
+def fp4_indexer(r: Reading) -> None:
+    """--enable-deepseek-v4-fp4-indexer: on an SM100 GPU listed as ignored (the pool's size is the same with it:
+    FP4_INDEXER_NVIDIA); on gfx95 where the release allows it, refused as not priced (FP4_INDEXER_HIP); on any other GPU
+    refused with the ValueError SGLang raises at start (FP4_INDEXER_CHECKS)."""
+    raw = r.get(FP4_INDEXER, None)
+    if raw is None or raw.lower() in ("false", "0"):
+        return
+    first, gfx95, text, at = fp4_indexer_check(r.release)
+    if r.device_name in BLACKWELL:
+        r.ignored.append(FP4_INDEXER)
+        return
+    if gfx95 and r.device_name in GFX95:
+        raise K3PlanError(
+            f"--serve: {FP4_INDEXER} on {r.device_name}: {FP4_INDEXER_HIP} is not priced by k3plan (SGLang "
+            f"{release_text(first)} on); remove it to price SGLang without it"
+        )
+    raise K3PlanError(
+        f"--serve: {FP4_INDEXER} on {r.device_name or 'this GPU'}: SGLang refuses it at start, 'ValueError: {text}' "
+        f"({at}); remove it, or price an SM100 GPU ({', '.join(BLACKWELL)})"
+    )
+
+
+# the decode CUDA-graph flags (ServerArgs' cuda_graph_config: the list of batches and the max batch, each with its
+# -decode spelling; --cuda-graph-max-bs is 0.5.19's deprecated alias of -decode and gone from 0.5.20)
+GRAPH_BS_FLAGS = ("--cuda-graph-bs-decode", "--cuda-graph-bs")
+GRAPH_MAX_FLAGS = ("--cuda-graph-max-bs-decode", "--cuda-graph-max-bs")
+
+
+def decode_graph(r: Reading) -> None:
+    """SGLang's decode CUDA-graph max batch where the command sets it (the largest of its batch list, else its max
+    batch: memory_hook.py handle_gpu_memory_settings 'max_bs = max(bs)' when a list is given), and where it sets
+    neither, its release's cap on the GPU class's default (engines/sglang/releases.py GRAPH_CAP_FROM):
+    --max-running-requests from 0.5.22; and whether the decode graphs are off. They feed the derived
+    mem_fraction_static only (Stack.decode_graph_bs, decode_graph_cap, decode_graph_off); the flags stay listed as
+    ignored where --mem-fraction-static is given, and are read, not listed, where it is not."""
+    derived = "mem_fraction_static" not in r.options
+    peek = r.get if derived else r.flags.get
+    # the decode graphs switched off (server_args.py _parse_cuda_graph_config: --disable-cuda-graph, then
+    # --disable-decode-cuda-graph, then --cuda-graph-backend-decode, each over the one before): no decode graph nor
+    # DeepEP term in the derived fraction (memory_hook.py: backend DISABLED)
+    decode_switch = r.get("--disable-decode-cuda-graph", None)  # not among the flags listed as harmless: read here
+    if decode_switch is not None and not derived:
+        r.ignored.append("--disable-decode-cuda-graph")
+    off = any(
+        v is not None and v.lower() not in ("false", "0") for v in (peek("--disable-cuda-graph", None), decode_switch)
+    )
+    backend = peek("--cuda-graph-backend-decode", None)
+    if backend is not None:
+        off = backend.lower() == "disabled"
+    r.decode_graph_off = off
+    lists = [peek(f, None) for f in GRAPH_BS_FLAGS]
+    maxes = [peek(f, None) for f in GRAPH_MAX_FLAGS]
+    given = next((v for v in lists if v is not None), None)
+    if given is not None:
+        sizes = [flag_int(GRAPH_BS_FLAGS[0], v) for v in given.split()]
+        if not sizes:
+            raise K3PlanError(f"--serve: {GRAPH_BS_FLAGS[1]}: expected one or more batch sizes")
+        r.decode_graph_bs = max(sizes)
+        return
+    top = next((v for v in maxes if v is not None), None)
+    if top is not None:
+        r.decode_graph_bs = flag_int(GRAPH_MAX_FLAGS[0], top)
+    elif follows(r.release, GRAPH_CAP_FROM) and r.running is not None:
+        r.decode_graph_cap = flag_int("--max-running-requests", r.running)
 
 
 # ServerArgs flags with a memory effect k3plan does not model (python/sglang/srt/server_args.py)
@@ -320,7 +578,6 @@ UNPRICED = {
     "--enable-dp-lm-head": "the LM head split over the attention-TP group, not every TP rank (its bytes a GPU)",
     "--enable-symm-mem": "NCCL symmetric-memory buffers for the collectives",
     "--deepep-config": "DeepEP's buffer sizes from a config file",
-    "--enable-deepseek-v4-fp4-indexer": "the DeepSeek-V4 indexer's key cache in FP4 (the pool's bytes a token)",
     "--disable-shared-experts-fusion": "the shared experts kept apart from the routed MoE (their split a GPU)",
     # InferenceX's multi-node SGLang recipes (@843c6254 benchmarks/multi_node/srt-slurm-recipes/sglang/deepseek-v4/,
     # dsr1/; amd_utils/models.yaml)

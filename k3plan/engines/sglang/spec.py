@@ -42,6 +42,10 @@ What the engine does (each rule's code named where it is applied, all of the 0.5
   _handle_gpu_memory_settings, then handle_speculative_decoding) and, outside a disaggregated decode node, reads no
   speculative setting: speculative decoding leaves it, chunked_prefill_size and the decode CUDA-graph max_bs as they are.
 
+Re-read in the 0.5.16-0.5.23 wheels: the EAGLE family's defaults (48 running requests, (3, 1, 4)), the draft's KV
+scaling for a non-DSA model and DeepSeek-V4's (T + 1) / T and 16 / 256-row rings are the same; SpeculativeAlgorithm
+gains DSPARK, UNO and PP_SPEC_RELAY (``KNOWN_FROM``), and DeepSeek-V4's hook allows DSPARK beside EAGLE from 0.5.19.
+
 What k3plan prices: EAGLE (NEXTN, EAGLE) with the target checkpoint's own MTP layers, as above. Refused, each by
 name: a separate draft checkpoint (EAGLE with another --speculative-draft-model-path, EAGLE3, STANDALONE, DFLASH,
 FROZEN_KV_MTP: k3plan has no inventory for it), NGRAM (its worker was not read), a model without MTP layers or one
@@ -86,7 +90,13 @@ UNPRICED = {
     "DFLASH": "a DFlash draft checkpoint (--speculative-draft-model-path) k3plan has no inventory for",
     "FROZEN_KV_MTP": "a Gemma-4 assistant draft checkpoint k3plan has no inventory for",
     "NGRAM": "the n-gram worker's device buffers (speculative/ngram_worker.py), which were not read",
+    "DSPARK": "DSpark's draft stages (DeepSeek-V4.1's dspark tensors) with their KV and workers, not read for SGLang",
+    "UNO": "the UNO speculative worker and its state pool (speculative/uno*), not read",
+    "PP_SPEC_RELAY": "the pipeline-parallel speculative relay, not read",
 }
+# SpeculativeAlgorithm's members added after 0.5.15, with the release each first ships in (the sglang 0.5.16,
+# 0.5.20 and 0.5.21 wheels, speculative/spec_info.py): a command read as an earlier release is refused as unknown
+KNOWN_FROM: dict[str, tuple[int, int, int]] = {"DSPARK": (0, 5, 16), "UNO": (0, 5, 20), "PP_SPEC_RELAY": (0, 5, 21)}
 # _handle_eagle_family: the architectures whose draft is the target checkpoint when no draft path is given (those
 # k3plan bundles of its list), by the config's model_type k3plan reads them under
 SELF_DRAFT = {"deepseek_v3": "DeepseekV3ForCausalLM", "deepseek_v4": "DeepseekV4ForCausalLM"}
@@ -142,10 +152,13 @@ def _int(name: str, raw: str) -> int:
     return int(text)
 
 
-def read_speculative(get, ignored: list[str], model_text: str) -> SglangSpec | None:
+def read_speculative(
+    get, ignored: list[str], model_text: str, release: tuple[int, int, int] | None = None
+) -> SglangSpec | None:
     """The speculative flags of an SGLang command -> the algorithm and its steps, top-k and draft tokens as SGLang
     resolves them; what SGLang refuses at start, or k3plan cannot price, is refused in one line. ``get`` takes a flag
-    off the command (serve_values.Reading.get)."""
+    off the command (serve_values.Reading.get); ``release``: the one the command is read as, for the algorithms it
+    knows (``KNOWN_FROM``; None: every release read)."""
     raw = {f: get(f, None) for f in FLAGS}
     mode = raw.pop("--speculative-attention-mode")
     if mode is not None:  # the verify / draft-extend attention kernel (ServerArgs.speculative_attention_mode)
@@ -165,7 +178,8 @@ def read_speculative(get, ignored: list[str], model_text: str) -> SglangSpec | N
         return None
     written = algo
     name = ALIASES.get(algo.upper(), algo.upper())
-    if name not in KNOWN:
+    known = KNOWN | {a for a, first in KNOWN_FROM.items() if release is None or release >= first}
+    if name not in known:
         raise K3PlanError(
             f"--serve: --speculative-algorithm {algo}: SGLang refuses it at start (speculative/spec_info.py "
             f"SpeculativeAlgorithm.from_string: 'Unknown speculative algorithm name'); expected NEXTN or EAGLE "

@@ -1,0 +1,96 @@
+"""The SGLang releases k3plan's pool rules follow (fit --engine-version; k3plan.engines.release), each rule with the
+first release whose code has it, read in the sglang wheels (PyPI) 0.5.15-0.5.23. A command read as no release
+(None) is priced by the code each rule cites, 0.5.15's."""
+
+from __future__ import annotations
+
+from k3plan.engines.release import Release
+from k3plan.engines.sglang.dsv4_pool import BY_RELEASE as DSV4_BY_RELEASE
+from k3plan.engines.sglang.dsv4_pool import BY_RELEASE_MODELS as DSV4_MODELS
+
+# The state (mamba) pool's padding slot: from 0.5.17 the pool allocates max_mamba_cache_size + 1 slots and the
+# memory-ratio path solves for them ((K + 1) x per_req = the budget: K = (budget - per_req) // per_req); 0.5.15 and
+# 0.5.16 charge K slots and solve K = budget // per_req
+MAMBA_PAD_FROM: Release = (0, 5, 17)
+MAMBA_PAD_SOURCE = (
+    "sglang 0.5.17 wheel (PyPI), sglang/srt/mem_cache/kv_cache_configurator.py KVCacheConfigurator."
+    "_handle_max_mamba_cache: '+1: the pool's padding slot is allocated alongside the request slots' (mamba_state_"
+    "memory = (max_mamba_cache_size + 1) x per_req; the ratio path max_mamba_cache_size = int((mamba_budget_bytes - "
+    "per_slot) // per_slot)); the same in the 0.5.23 wheel; the 0.5.16 wheel charges max_mamba_cache_size x per_req"
+)
+
+# A multimodal model's runtime reservation: from 0.5.18 the KV budget leaves out what its embedding cache takes after
+# the pool is sized, SGLANG_VLM_CACHE_SIZE_MB (100 MiB by default; + SGLANG_MM_FEATURE_CACHE_MB for the cuda_ipc /
+# cuda_vmm feature transports, which SGLang picks only where asked or on multi-node GB200 / GB300 with IMEX)
+MM_RESERVE_FROM: Release = (0, 5, 18)
+MM_RESERVE_MIB = 100  # environ.py SGLANG_VLM_CACHE_SIZE_MB's default
+MM_RESERVE_SOURCE = (
+    "sglang 0.5.18 wheel (PyPI), sglang/srt/mem_cache/kv_cache_configurator.py mm_runtime_reservation_gb (is_multimodal: "
+    "SGLANG_VLM_CACHE_SIZE_MB, environ.py default 100; the cpu feature transport adds nothing: arg_groups/"
+    "serving_hook.py handle_multimodal_feature_transport resolves unset to cpu on one node) and "
+    "_profile_available_bytes (rest_memory = available - slack - mm_reservation_gb); the same in the 0.5.23 wheel"
+)
+
+
+# The decode CUDA graphs' max batch the derived mem_fraction_static reserves for (2 MiB a batch, more under DP
+# attention): from 0.5.22 a default max_bs (no --cuda-graph-max-bs[-decode], no --cuda-graph-bs[-decode] list) is
+# capped at --max-running-requests before the fraction is derived; earlier releases keep the GPU class's
+GRAPH_CAP_FROM: Release = (0, 5, 22)
+GRAPH_CAP_SOURCE = (
+    "sglang 0.5.22 wheel (PyPI), sglang/srt/arg_groups/memory_hook.py handle_gpu_memory_settings (decode_max_bs_is_"
+    "default and max_running_requests set: decode max_bs = min(max_bs, max_running_requests), before "
+    "reserve_for_graph_mb); the same in the 0.5.23 wheel, not in 0.5.21's"
+)
+
+# DeepSeek-V4's sliding-window pool must hold one request's admission floor: from 0.5.20 SGLang refuses at start a
+# ratio-mode pool of at most window + page tokens (swa_tokens = int(full x ratio) in whole pages)
+SWA_FLOOR_FROM: Release = (0, 5, 20)
+SWA_FLOOR_SOURCE = (
+    "sglang 0.5.20 wheel (PyPI), sglang/srt/model_executor/pool_configurator.py DSV4PoolConfigurator."
+    "validate_swa_pool_size, called from _compute_dsv4_sizes (ValueError when sliding_window_size + page_size >= "
+    "swa_tokens); the same in the 0.5.23 wheel"
+)
+
+# what of SGLang's pricing follows fit --engine-version beside DeepSeek-V4's pool form (Engine.by_release of the sglang
+# and dp-attention stacks, engines/sglang/dsv4_pool.py BY_RELEASE), each with the models it concerns (by prefix)
+BY_RELEASE = DSV4_BY_RELEASE
+BY_RELEASE_MODELS = DSV4_MODELS
+BY_RELEASE_RULES: tuple[tuple[tuple[str, ...], str], ...] = (
+    (
+        ("kimi-k3", "kimi-linear"),
+        "the state (mamba) pool holds a padding slot from 0.5.17 (engines/sglang/releases.py MAMBA_PAD_FROM)",
+    ),
+    (
+        ("kimi-k2.6",),
+        "a multimodal model's KV budget leaves out its 100 MiB embedding cache from 0.5.18 (MM_RESERVE_FROM)",
+    ),
+    (
+        ("deepseek-v4",),
+        "DeepSeek-V4's sliding-window pool is refused below one request's floor from 0.5.20 (SWA_FLOOR_FROM); "
+        "DeepSeek-V4.1 is served from 0.5.21 (engines/sglang/serve.py V41_FROM), its vision tower built and counted "
+        "whole, under --language-model-only too in 0.5.21 (V41_VISION_LM_ONLY_FROM), its pool paged from 0.5.21 "
+        "with the ratio-2 pending-pair state, in the V4.1 layouts under 0.5.23's flashmla_mega "
+        "(engines/sglang/dsv4_pool.py V41_FORM_RELEASES; a release named none: the main-branch read)",
+    ),
+    (
+        (),
+        "the derived mem_fraction_static reserves for a default decode graph batch capped at --max-running-requests "
+        "from 0.5.22 (GRAPH_CAP_FROM); k3plan's other SGLang rules are the code each cites, and what changed in "
+        "0.5.16-0.5.23 without being priced is listed in engines/sglang/releases.py (NOT_PRICED)",
+    ),
+)
+
+
+# what changed in the releases read that k3plan does not price yet, each with the release it changed in
+NOT_PRICED = (
+    "0.5.21: DeepSeek-V4's pool in the opt-in layouts and modes (--dsv4-attn-backend trtllm's uniform FP8 pages, "
+    "SGLANG_DSV4_KV_LAYOUT v41, HiSparse, encoder SWA bounded replay; k3plan refuses the flags and variables "
+    "unread)",
+    "0.5.23: DeepSeek-V4.1's low-ratio pages' padding (pool_configurator.py _get_low_ratio_kv_padding_bytes: a few "
+    "pages off the full tokens, its index page 64 or 128 by DeepGEMM's build)",
+)
+
+
+def follows(release: Release | None, first: Release) -> bool:
+    """Whether a command read as ``release`` runs the rule that starts at ``first`` (None: the cited 0.5.15 code)."""
+    return release is not None and release >= first
