@@ -82,9 +82,9 @@ def test_the_inferencex_870_runs_are_the_workflow_s():
 def test_every_published_range_is_a_client_with_prompts():
     """A range ratio is read only with the run's prompt count (the client's run), and only where stated."""
     ranged = [b for b in load_benchmarks() if b.workload.random_range_ratio is not None]
-    # ATOM's 11 (atom-vllm-oot-benchmark.yaml), InferenceX #870's 4 and its B200 curve's 10 (benchmark-tmpl.yml), the
-    # SGLang DeepSeek-V4 cookbook's 6 (bench_serving's default)
-    assert len(ranged) == 31
+    # ATOM's 11 (atom-vllm-oot-benchmark.yaml), InferenceX #870's 4, its B200 curve's 10 and its B300 NVFP4 curve's 12
+    # (benchmark-tmpl.yml), the SGLang DeepSeek-V4 cookbook's 6 (bench_serving's default)
+    assert len(ranged) == 43
     assert all(b.workload.num_prompts is not None for b in ranged)
 
 
@@ -103,6 +103,29 @@ def test_the_inferencex_b200_curve_is_its_script_s():
         assert f"--scheduler-recv-interval {recv} " in f.extra
     c1 = runs["deepseek-v3-sglang-b200-tp8-isl1024-osl1024-c1"].measured
     assert c1.output_token_throughput == pytest.approx(17.01 * 8)
+
+
+def test_the_inferencex_b300_nvfp4_curve_is_its_script_s():
+    """InferenceX d4948f99 benchmarks/single_node/dsr1_fp4_b300.sh: 16,384-token chunks, 256 requests at memory
+    fraction 0.85, fp8 KV, --ep-size the search space's (EP = TP), --quantization modelopt_fp4; the scheduler polls
+    every 30 steps from concurrency 16, else 10; range ratio 0.8 and CONC x 10 prompts. PR #3183's baseline figures
+    are per GPU: the file holds the deployment's (one DP group, TP GPUs)."""
+    runs = {Path(b.path).stem: b for b in load_benchmarks() if "deepseek-r1-fp4-sglang-b300" in b.path}
+    assert len(runs) == 12
+    for b in runs.values():
+        f, w, s = b.flags, b.workload, b.split
+        assert b.model == "deepseek-r1-0528-fp4-v2" and b.engine.version == "0.5.12"
+        assert (f.max_num_batched_tokens, f.max_num_seqs, f.gpu_memory_utilization) == (16384, 256, 0.85)
+        assert f.kv_cache_dtype == "fp8_e4m3" and f.quantization == "modelopt_fp4"
+        assert s.ep == s.tp and s.dp == 1 and f"--ep-size {s.ep} " in f.extra
+        recv = 30 if w.concurrency >= 16 else 10
+        assert f.scheduler_recv_interval == recv and f"--scheduler-recv-interval {recv} " in f.extra
+        assert (w.random_range_ratio, w.num_prompts) == (0.8, 10 * w.concurrency)
+    c1 = runs["deepseek-r1-fp4-sglang-b300-tp4-isl1024-osl1024-c1"].measured
+    assert c1.output_token_throughput == pytest.approx(41.56 * 4)
+    assert runs["deepseek-r1-fp4-sglang-b300-tp8-isl1024-osl1024-c32"].measured.total_token_throughput == pytest.approx(
+        635.41 * 8
+    )
 
 
 def test_the_sglang_cookbook_runs_are_its_client_s_defaults():
