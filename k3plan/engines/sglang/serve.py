@@ -3,6 +3,8 @@ GPU memory, DP attention's split of --tp-size, and the launch-line flags k3plan 
 
 from __future__ import annotations
 
+from typing import Callable
+
 from k3plan.engines.dp_attention import ENGINE as DP_ATTENTION
 from k3plan.engines.release import Release, parse_release, release_text
 from k3plan.engines.serve_values import (
@@ -309,6 +311,39 @@ def quark_reading(r: Reading) -> None:
     )
 
 
+# --enable-dp-lm-head (sglang 0.5.15 wheel (PyPI), sglang/srt/models/deepseek_v2.py and deepseek_v4.py: the LM head is
+# ParallelLMHead(..., use_attn_tp_group=enable_dp_lm_head), vocab-split over the attention-TP group with it and over
+# the whole TP group without; the embedding is over the attention-TP group under DP attention either way,
+# layers/vocab_parallel_embedding.py get_embedding_tp_kwargs). k3plan's dp-attention stack splits the vocabulary over
+# its tp, the attention-TP group (engines/dp_attention/stack.yaml sharding vocab), for both: what the flag runs.
+# arg_groups/overrides.py: _data_parallelism_defaults turns it off at dp_size 1; _dp_lm_head_validation asserts DP
+# attention when it is on
+DP_LM_HEAD_AT = "sglang 0.5.15 wheel (PyPI), sglang/srt/arg_groups/overrides.py _dp_lm_head_validation"
+DP_LM_HEAD_DEFAULT = (
+    "under DP attention without --enable-dp-lm-head SGLang splits the LM head over the whole TP group "
+    "(models/deepseek_v2.py / deepseek_v4.py ParallelLMHead use_attn_tp_group=False); k3plan's budget holds it over "
+    "the attention-TP group, as that flag does: the weights are high by the head's share beyond 1 / tp, a lower bound "
+    "on the pool"
+)
+
+
+def dp_lm_head(r: Reading, get: Callable[[str, str | None], str | None]) -> None:
+    """--enable-dp-lm-head as SGLang resolves it: priced under DP attention (k3plan's dp-attention vocabulary split),
+    off at --dp-size 1, refused with SGLang's assertion under --dp-size > 1 without DP attention; and under DP
+    attention without it, the caveat that k3plan holds the head as the flag would."""
+    raw = get("--enable-dp-lm-head", None)
+    on = raw is not None and raw.lower() not in ("false", "0")
+    if on and r.dp > 1 and not r.dp_attention:
+        raise K3PlanError(
+            "--serve: --enable-dp-lm-head without --enable-dp-attention: SGLang stops at 'Please enable dp attention "
+            f"when setting enable_dp_lm_head.' ({DP_LM_HEAD_AT})"
+        )
+    if raw is not None:
+        r.ignored.append("--enable-dp-lm-head")
+    if r.dp_attention and not on:
+        r.caveats.append(DP_LM_HEAD_DEFAULT)
+
+
 def read(r: Reading) -> None:
     """An SGLang command's flags, in the order the refusals come: the model, the split, the context, the chunk, the
     batch, the memory options, --moe-a2a-backend (SGLang's default none), the launch-line flags (DP attention),
@@ -373,6 +408,7 @@ def read(r: Reading) -> None:
     r.mamba_cache_size = flag_int("--max-mamba-cache-size", slots) if slots is not None else None
     r.dp_attention = launch_flags(get, r.options, r.ignored)  # issue 48: the flags k3plan's launch lines write
     r.dp_attention = attn_dp_size(r) or r.dp_attention
+    dp_lm_head(r, get)
     r.dtypes()
     if r.kv_raw == "nvfp4_ds_mla":
         raise K3PlanError("--serve: --kv-cache-dtype nvfp4_ds_mla is vLLM's DeepSeek-V4.1 record, not SGLang's")
@@ -575,7 +611,6 @@ def decode_graph(r: Reading) -> None:
 UNPRICED = {
     # InferenceX's SGLang nightlies (SemiAnalysisAI/InferenceX@843c6254 benchmarks/single_node/fixed_seq_len/
     # dsr1_fp4_b200.sh, dsv4_fp4_b300_sglang_mtp.sh, agentic/dsv4_fp4_b200_sglang_mtp.sh)
-    "--enable-dp-lm-head": "the LM head split over the attention-TP group, not every TP rank (its bytes a GPU)",
     "--enable-symm-mem": "NCCL symmetric-memory buffers for the collectives",
     "--deepep-config": "DeepEP's buffer sizes from a config file",
     "--disable-shared-experts-fusion": "the shared experts kept apart from the routed MoE (their split a GPU)",
