@@ -355,32 +355,17 @@ def vllm_kv_pool(
         null = dsv4.check_reserve_bytes if dsv4 is not None else per_block
         before = capacity - null  # get_kv_cache_configs' check_memory on the capacity
         checked = blocks * per_block - null if per_block > 0 else 0  # shrink_kv_cache_configs: (blocks - 1) x a block
-        if before <= 0:
-            ext_refusal = (no_memory_message(utilization, after_warmup=False), CAPACITY_CHECK_AT)
-        elif need > before:
-            ext_refusal = (
-                too_long_message(
-                    max_model_len=max_model_len,
-                    need=need,
-                    available=before,
-                    utilization=utilization,
-                    after_warmup=False,
-                ),
-                CAPACITY_CHECK_AT,
-            )
-        elif checked <= 0:
-            ext_refusal = (no_memory_message(utilization, after_warmup=True), MEASURED_CHECK_AT)
-        elif need > checked:
-            ext_refusal = (
-                too_long_message(
-                    max_model_len=max_model_len,
-                    need=need,
-                    available=checked,
-                    utilization=utilization,
-                    after_warmup=True,
-                ),
-                MEASURED_CHECK_AT,
-            )
+        # the two checks in their order: on the capacity before warmup, on the measured blocks after it
+        for room, warmed, where in ((before, False, CAPACITY_CHECK_AT), (checked, True, MEASURED_CHECK_AT)):
+            if room <= 0:
+                ext_refusal = (no_memory_message(utilization, after_warmup=warmed), where)
+            elif need > room:
+                too_long = too_long_message(
+                    max_model_len=max_model_len, need=need, available=room, utilization=utilization, after_warmup=warmed
+                )
+                ext_refusal = (too_long, where)
+            if ext_refusal is not None:
+                break
     gib = GiB
     raised_at, code = "", ""
     if weights_bytes > visible_bytes:
