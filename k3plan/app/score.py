@@ -227,7 +227,7 @@ def score_rows(
     rows = _score_rows(benchmarks, on, models)
     if "floor" not in on:
         return rows
-    rows = _with_floor(rows, per_engine="engine-floor" in on)
+    rows = _with_floor(rows, per=floor_level(on))
     if "prefill-pass" in on and "served" in on:
         rows = _with_prefill_pass(rows, benchmarks, on, models)
     return rows
@@ -244,12 +244,16 @@ def _with_prefill_pass(
     commands' own served runs take the admitted floor (``speed.serving.loop_pass_s``)."""
     term = BY_NAME["prefill-pass"]
     by_case = {Path(b.path).stem: b for b in benchmarks}
-    floor_of = {engine_of(r): r.ttft_floor_ms for r in rows if r.ttft_floor_ms is not None}
+    floor_of: dict[str, float] = {}
+    for r in rows:
+        if r.ttft_floor_ms is not None:
+            floor_of.setdefault(r.family, r.ttft_floor_ms)
+            floor_of.setdefault(engine_of(r), r.ttft_floor_ms)
     out = []
     for r in rows:
         b = by_case[r.case]
         _, (setup, _, _) = models.setup_of(b)
-        f_all = floor_of.get(engine_of(r))
+        f_all = floor_of.get(r.family, floor_of.get(engine_of(r)))
         f_out = r.held_out_ttft_floor_ms if r.held_out_ttft_floor_ms is not None else f_all
         if setup is None or f_out is None or not term.may_hold_for(setup):
             out.append(r)
@@ -401,31 +405,63 @@ def engine_of(r: Row) -> str:
     return r.family.split(" x ")[0]
 
 
-def _with_floor(rows: list[Row], *, per_engine: bool = False) -> list[Row]:
+def hardware_of(r: Row) -> str:
+    """The row's hardware as its benchmark names it (nvidia-b300): the family's second part, its label undone."""
+    label = r.family.split(" x ", 1)[1]
+    return {v: k for k, v in HARDWARE.items()}.get(label, label)
+
+
+def floor_key(r: Row) -> str:
+    """The key of a row's family floor in admitted.json ttft_floor_ms (term hardware-floor): engine x hardware as
+    the benchmark names it ("sglang x nvidia-b300"), the key ``speed.terms.ttft_floor_s`` reads first."""
+    return f"{engine_of(r)} x {hardware_of(r)}"
+
+
+def floor_level(on: frozenset[str]) -> str:
+    """How finely the TTFT floor is fitted under the terms ``on``: "hardware" (term hardware-floor: one F an engine x
+    hardware), "engine" (engine-floor: one an engine), "" (floor: one for all)."""
+    if "engine-floor" not in on:
+        return ""
+    return "hardware" if "hardware-floor" in on else "engine"
+
+
+def _floor_keys(r: Row, per: str) -> tuple[str, ...]:
+    """The groups a row's floor is fitted on, the finest first ("" every case): its family, its engine, all."""
+    return {"hardware": (r.family, engine_of(r), ""), "engine": (engine_of(r), "")}.get(per, ("",))
+
+
+def _with_floor(rows: list[Row], *, per: str = "") -> list[Row]:
     """The rows with the fitted TTFT floor: in sample F fitted on every published TTFT, held out F refitted
-    without the case (true leave-one-out: the held-out ratio never sees its own case). ``per_engine`` (the term
+    without the case (true leave-one-out: the held-out ratio never sees its own case). ``per`` "engine" (the term
     engine-floor): F fitted on the case's own engine's TTFTs only (the per-request path -- HTTP server, tokenizer,
-    scheduler -- is the engine's); an engine with no other published TTFT takes the pooled fit."""
+    scheduler -- is the engine's); an engine with no other published TTFT takes the pooled fit. ``per`` "hardware"
+    (hardware-floor): F fitted on the case's own engine x hardware's TTFTs, a family with no other published TTFT
+    taking its engine's fit (else the pooled one)."""
     pairs: dict[str, tuple[float, float]] = {
         r.case: (r.ttft_model_ms, r.ttft_measured_ms)
         for r in rows
         if r.ttft_ratio is not None and r.ttft_model_ms is not None and r.ttft_measured_ms is not None
     }
-    engine = {r.case: engine_of(r) if per_engine else "" for r in rows}
+    keys = {r.case: _floor_keys(r, per) for r in rows}
 
     def fit(case: str, without: str | None) -> float:
-        mine = [v for k, v in pairs.items() if k != without and engine[k] == engine[case]]
-        return fit_floor(mine or [v for k, v in pairs.items() if k != without])
+        for key in keys[case]:
+            mine = [v for k, v in pairs.items() if k != without and (not key or key in keys[k])]
+            if mine:
+                return fit_floor(mine)
+        return 0.0
 
-    first = {engine[c]: c for c in reversed(list(pairs))}  # a case of each engine
-    in_sample = {e: fit(c, None) for e, c in first.items()}  # one F an engine (one in all without per_engine)
+    in_sample: dict[str, float] = {}  # one F a group (one in all with floor alone)
     out = []
     for r in rows:
         if r.case not in pairs:
             out.append(r)
             continue
         m, y = pairs[r.case]
-        f_all, f_out = in_sample[engine[r.case]], fit(r.case, r.case)
+        group = keys[r.case][0]
+        if group not in in_sample:
+            in_sample[group] = fit(r.case, None)
+        f_all, f_out = in_sample[group], fit(r.case, r.case)
         out.append(
             replace(
                 r,
@@ -537,8 +573,22 @@ def admitted_floors(on: frozenset[str], models: Models | None = None) -> dict[st
         if r.ttft_floor_ms is not None and r.ttft_model_ms is not None and r.ttft_measured_ms is not None
     ]
     out = {"*": fit_floor(raw)}
-    if "engine-floor" in on:
+    per = floor_level(on)
+    if per == "engine":
         out |= {engine_of(r): r.ttft_floor_ms for r in rows if r.ttft_floor_ms is not None}
+    if per == "hardware":  # each family's own fit, and each engine's over its families (a family without a TTFT)
+        out |= {floor_key(r): r.ttft_floor_ms for r in rows if r.ttft_floor_ms is not None}
+        for engine in sorted({engine_of(r) for r in rows if r.ttft_floor_ms is not None}):
+            out[engine] = fit_floor(
+                [
+                    (r.ttft_model_ms - r.ttft_floor_ms, r.ttft_measured_ms)
+                    for r in rows
+                    if engine_of(r) == engine
+                    and r.ttft_floor_ms is not None
+                    and r.ttft_model_ms is not None
+                    and r.ttft_measured_ms is not None
+                ]
+            )
     return dict(sorted(out.items()))
 
 
@@ -732,12 +782,15 @@ def summary(rows: list[Row], terms: frozenset[str] | None = None) -> list[str]:
     out.append(f"- not priced: {', '.join(unpriced) if unpriced else 'none'}")
     floors = [r for r in rows if r.ttft_floor_ms is not None]
     on = default_terms() if terms is None else frozenset(terms)
-    for name in sorted({engine_of(r) for r in floors}) if "engine-floor" in on else [""]:
-        mine = [r for r in floors if engine_of(r) == name or not name]
+    per = floor_level(on)
+    group = {"hardware": lambda r: r.family, "engine": engine_of}.get(per, lambda r: "")
+    term = {"hardware": "hardware-floor", "engine": "engine-floor"}.get(per, "floor")
+    for name in sorted({group(r) for r in floors}):
+        mine = [r for r in floors if group(r) == name]
         held = [r.held_out_ttft_floor_ms for r in mine if r.held_out_ttft_floor_ms is not None]
         whose = f"{name}'s {len(mine)}" if name else f"all {len(mine)}"
         out.append(
-            f"- TTFT floor (term {'engine-floor' if name else 'floor'}): {mine[0].ttft_floor_ms:,.1f} ms fitted on "
+            f"- TTFT floor (term {term}): {mine[0].ttft_floor_ms:,.1f} ms fitted on "
             f"{whose} published TTFTs; held out {min(held):,.1f}-{max(held):,.1f} ms"
         )
     (lo, hi), _ = BANDS

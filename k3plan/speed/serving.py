@@ -241,6 +241,9 @@ def stack_floor_s(setup: Any, on: frozenset[str] | None = None) -> tuple[float, 
         # floor is): dp-attention by SGLang's on a GPU, by vLLM's on a TPU (Engine.launcher_on)
         launcher = launcher_of(engine, setup.hardware.kind)
         engine = launcher if launcher in fitted else engine
+    hardware = setup.hardware.name  # term hardware-floor: the family's own floor where the admission fitted one
+    if f"{engine} x {hardware}" in fitted:
+        return ttft_floor_s(engine, hardware), f"{engine} x {hardware}"
     return ttft_floor_s(engine), engine
 
 

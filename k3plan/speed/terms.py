@@ -694,6 +694,21 @@ REGISTRY: tuple[SpeedTerm, ...] = (
         "(HTTP server, tokenizer and scheduler are each engine's own); held out: refitted without the case. The "
         "admitted F of each engine (admitted.json ttft_floor_ms) is on both runs of a command's TTFT transfer",
     ),
+    SpeedTerm(
+        name="hardware-floor",
+        title="the TTFT floor fitted on each engine x hardware's own TTFTs (with engine-floor): the per-request path "
+        "runs on the host the accelerator comes with",
+        phase="prefill",
+        level="served",
+        when=When(),
+        refines="engine-floor",
+        source="k3plan.app.score._with_floor per hardware: F fitted on the case's engine x hardware's other published "
+        "TTFTs, its engine's where the family has no other (SGLang's DeepSeek-R1 FP4 rows on B300 answer c1 in about "
+        "77 ms, its DeepSeek-V3 FP8 rows on B200 in about 160 ms); held out: refitted without the case. The admitted F "
+        'of each family (admitted.json ttft_floor_ms, keys "engine x hardware") is on both runs of a command\'s TTFT '
+        "transfer, its engine's where the family has none",
+        evidence=("evidence/benchmarks/deepseek-r1-fp4-sglang-b300-*.yaml",),
+    ),
 )
 BY_NAME = {t.name: t for t in REGISTRY}
 STEP_TERMS = tuple(t for t in REGISTRY if t.level == "step")
@@ -707,12 +722,13 @@ def admitted() -> dict[str, Any]:
     return json.loads(ADMITTED.read_text())
 
 
-def ttft_floor_s(engine: str) -> float:
-    """The TTFT floor the admission fitted for ``engine`` (admitted.json ``ttft_floor_ms``: its own published TTFTs'
-    fit with term engine-floor, else the pooled one), in seconds; 0 where no floor term is admitted. A transfer adds it
-    to both runs' TTFT (``speed.serving._like_for_like``): the per-request path a measured TTFT holds."""
+def ttft_floor_s(engine: str, hardware: str | None = None) -> float:
+    """The TTFT floor the admission fitted for ``engine`` on ``hardware`` (admitted.json ``ttft_floor_ms``: the
+    family's own published TTFTs' fit, key "engine x hardware", with term hardware-floor; else the engine's with
+    engine-floor; else the pooled one), in seconds; 0 where no floor term is admitted. A transfer adds it to both
+    runs' TTFT (``speed.serving._like_for_like``): the per-request path a measured TTFT holds."""
     floors = admitted().get("ttft_floor_ms", {})
-    ms = floors.get(engine, floors.get("*"))
+    ms = floors.get(f"{engine} x {hardware}", floors.get(engine, floors.get("*")))
     return 0.0 if ms is None else float(ms) / 1e3
 
 

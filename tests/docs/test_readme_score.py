@@ -63,10 +63,10 @@ def rows_with_floor():
 
 def test_the_floor_is_refitted_without_each_case():
     """True leave-one-out: the held-out floor of a case is the one fitted on the others, never on itself -- its own
-    engine's others where engine-floor is ON. The floor is fitted on the request's own run + F (the rows before the
+    engine's others where engine-floor is ON, its engine x hardware's (else its engine's) where hardware-floor is. The floor is fitted on the request's own run + F (the rows before the
     term prefill-pass serves SGLang's runs again with each prefill step holding the case's held-out F), so the pairs
     are those rows'; the rows scored keep the floors fitted there."""
-    from k3plan.app.score import engine_of
+    from k3plan.app.score import engine_of, floor_level
     from k3plan.speed.terms import default_terms
 
     fitted_on = {
@@ -76,13 +76,16 @@ def test_the_floor_is_refitted_without_each_case():
     }
     with_floor = [r for r in rows_with_floor() if r.ttft_floor_ms is not None]
     assert len(with_floor) >= 10 and {r.case for r in with_floor} == set(fitted_on)
-    per_engine = "engine-floor" in default_terms()
+    per = floor_level(default_terms())
+    groups = {"hardware": (lambda q: q.family, engine_of), "engine": (engine_of,)}.get(per, ())
     for r in with_floor:
-        others = [
-            (q.ttft_model_ms - q.ttft_floor_ms, q.ttft_measured_ms)
-            for q in fitted_on.values()
-            if q.case != r.case and (not per_engine or engine_of(q) == engine_of(r))
-        ]
+        pairs = [(q, (q.ttft_model_ms - q.ttft_floor_ms, q.ttft_measured_ms)) for q in fitted_on.values()]
+        others = [v for q, v in pairs if q.case != r.case]
+        for group in groups:  # the finest group with another published TTFT (family, engine), else all
+            mine = [v for q, v in pairs if q.case != r.case and group(q) == group(r)]
+            if mine:
+                others = mine
+                break
         assert r.held_out_ttft_floor_ms == SCORE.fit_floor(others)
         assert r.ttft_floor_ms == fitted_on[r.case].ttft_floor_ms
 
