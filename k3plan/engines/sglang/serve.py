@@ -340,7 +340,10 @@ def dp_lm_head(r: Reading, get: Callable[[str, str | None], str | None]) -> None
         )
     if raw is not None:
         r.ignored.append("--enable-dp-lm-head")
-    if r.dp_attention and not on:
+    # the DeepSeek-V2 / V4 model classes read (Kimi-K2.x's language model is DeepseekV3ForCausalLM); Kimi-K3's SGLang
+    # head was not read, so no claim is made for it
+    read_head = (r.resolve(r.model) if r.model and r.resolve is not None else "").startswith(("deepseek", "kimi-k2"))
+    if r.dp_attention and not on and read_head:
         r.caveats.append(DP_LM_HEAD_DEFAULT)
 
 
