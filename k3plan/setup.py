@@ -280,16 +280,13 @@ def make_setup(
 def engine_kv_note(model: Model, stack: Stack) -> str | None:
     """Why the KV cache is the checkpoint's dtype and not the model's where no --kv-dtype was asked for
     (``Stack.for_model``); None where it is the stack's own."""
-    from k3plan.engines.registry import engine_rules
-    from k3plan.engines.serve_values import checkpoint_kv_dtype
-
-    rules = engine_rules(stack.name)
-    kv = checkpoint_kv_dtype(model.name) if rules.checkpoint_kv_auto else None
-    if kv is None:
+    ckpt = stack.checkpoint_kv(model)
+    if ckpt is None:
         return None
+    kv, where = ckpt
     return (
-        f"KV {kv}: the checkpoint's kv_cache_quant_algo FP8, which {rules.name} resolves --kv-cache-dtype auto to "
-        f"({rules.checkpoint_kv_auto}); --kv-dtype bf16 prices the model's own"
+        f"KV {kv}: the checkpoint's kv_cache_quant_algo FP8, which {stack.name} resolves --kv-cache-dtype auto to "
+        f"({where}); --kv-dtype bf16 prices the model's own"
     )
 
 

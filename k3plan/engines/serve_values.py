@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Callable
 
 from k3plan.errors import K3PlanError
@@ -214,14 +215,22 @@ class Reading:
             raise K3PlanError(f"--serve: --quantization {quant!r}: k3plan prices the checkpoint's own format only")
 
 
+@lru_cache(maxsize=16)
+def bundled_quantization(model: str) -> dict[str, Any] | None:
+    """Bundled model ``model``'s quantization_config (None: not a bundle, or none): its package file read once, through
+    the models' own reader (models.loader.read_config), however many of a command's flags ask."""
+    from k3plan.models.loader import BUNDLED_DIR, read_config
+
+    path = BUNDLED_DIR / model / "config.json"
+    q = read_config(path).get("quantization_config") if path.is_file() else None
+    return q if isinstance(q, dict) else None
+
+
 def checkpoint_quant(model: str, method: str) -> dict[str, Any] | None:
     """Bundled model ``model``'s quantization_config where its quant_method is ``method`` (modelopt:
     models.config.ModelOptQuant; quark: QuarkQuant), else None."""
-    from k3plan.models.loader import BUNDLED_DIR
-
-    path = BUNDLED_DIR / model / "config.json"
-    q = json.loads(path.read_text()).get("quantization_config") if path.is_file() else None
-    return q if isinstance(q, dict) and q.get("quant_method") == method else None
+    q = bundled_quantization(model)
+    return q if q is not None and q.get("quant_method") == method else None
 
 
 def fp4_storage(model: str) -> str | None:

@@ -467,19 +467,28 @@ class Stack(Spec):
         kv_cache_quant_algo FP8 is an fp8 cache); where its derived reserve cuts the fraction for a multimodal model
         of the rule's architectures (AutoFraction.vlm), the model's vision encoder (``vision_encoder``); else itself.
         fit (setup.make_setup) and plan (plan.search) call it alike, before a KV dtype asked for (with_kv_dtype)."""
-        from k3plan.engines.registry import engine_rules
-        from k3plan.engines.serve_values import checkpoint_kv_dtype
         from k3plan.models.families.moonvit import vision_encoder_dims
 
         st = self
-        ckpt_kv = checkpoint_kv_dtype(model.name) if engine_rules(self.name).checkpoint_kv_auto else None
-        if ckpt_kv is not None and ckpt_kv != st.kv_cache.dtype:
-            st = updated(st, kv_cache=updated(st.kv_cache, dtype=ckpt_kv))
+        ckpt = self.checkpoint_kv(model)
+        if ckpt is not None and ckpt[0] != st.kv_cache.dtype:
+            st = updated(st, kv_cache=updated(st.kv_cache, dtype=ckpt[0]))
         rules = [opt.auto.vlm for opt in st.options.values() if opt.auto is not None and opt.auto.vlm is not None]
         if not rules or model.spec.architecture not in rules[0].architectures:
             return st
         dims = vision_encoder_dims(model.inventory)
         return st if dims is None else updated(st, vision_encoder=dims)
+
+    def checkpoint_kv(self, model: Any) -> tuple[str, str] | None:
+        """(the KV dtype, where the engine resolves it) where the stack's engine takes --kv-cache-dtype auto from the
+        checkpoint's quantization config and ``model``'s declares one (``Engine.checkpoint_kv_auto``,
+        serve_values.checkpoint_kv_dtype); None: the stack's own dtype."""
+        from k3plan.engines.registry import engine_rules
+        from k3plan.engines.serve_values import checkpoint_kv_dtype
+
+        where = engine_rules(self.name).checkpoint_kv_auto
+        kv = checkpoint_kv_dtype(model.name) if where else None
+        return None if kv is None else (kv, where)
 
     def with_decode_graph(self, bs: int | None, cap: int | None, off: bool = False) -> Stack:
         """The stack with a serve command's decode CUDA-graph batch (``decode_graph_bs``), its cap

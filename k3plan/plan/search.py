@@ -511,10 +511,13 @@ def _fp4_paths(m, hws: list, sts: list) -> tuple[list, list, list[str]]:
     """The hardware and stacks a 4-bit checkpoint is searched on: those where its engine holds it as stored
     (engines/fp4_paths.py; the rule is a GPU condition and an engine condition, so the pairs left are the product of
     the two lists); each left out named once in the notes. None left: refused with the first reason."""
-    from k3plan.engines.fp4_paths import model_fp4_refusal
+    from k3plan.engines.fp4_paths import fp4_refusal, fp4_storages
     from k3plan.engines.registry import engine_rules
 
-    why = {(h.name, s.label): model_fp4_refusal(m, hardware=h, engine=engine_rules(s.name)) for h in hws for s in sts}
+    storages = fp4_storages(t.fmt for t in m.inventory.tensors)  # one pass over the inventory, not one a pair
+    if not storages:
+        return hws, sts, []
+    why = {(h.name, s.label): fp4_refusal(storages, hardware=h, engine=engine_rules(s.name)) for h in hws for s in sts}
     if not any(w is not None for w in why.values()):
         return hws, sts, []
     hw_ok = [h for h in hws if any(why[h.name, s.label] is None for s in sts)]
