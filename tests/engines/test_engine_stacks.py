@@ -381,3 +381,16 @@ def test_an_engine_priced_on_the_other_kind_of_machine_says_so(cli, args, kind):
     assert any(f"not on a {kind}: these are its engine's rules applied to" in w for w in d["warnings"])
     same = json.loads(cli("fit", "-H", "tpu-v7x", "-t", "2x2x4", "--json").stdout)
     assert not any("these are its engine's rules applied to" in w for w in same["warnings"])
+
+
+@pytest.mark.parametrize("name", ["torchtpu-vllm", "tpu-inference", "dp-attention"])
+def test_tpu_engines_default_utilization_is_the_pinned_vllm_s(name):
+    """The TPU engines read vLLM's CacheConfig default, which their pinned vLLM makes 0.92 (torchtpu-vllm: v0.29.0 in
+    its pyproject; tpu-inference @811f8e20: vLLM main 272abd5f); neither platform sets another. Was 0.9 (10%)."""
+    from k3plan.engines.stack import load_stack
+
+    s = load_stack(name)
+    assert s.reserve.fraction_of_usable_hbm == pytest.approx(0.08)
+    if name != "dp-attention":  # its TPU side is tpu-inference's; on a GPU SGLang's derived fraction replaces it
+        opt = s.options["gpu_memory_utilization"]
+        assert float(opt.default) == 0.92 and opt.source.commit and "0.92" in opt.source.text()

@@ -62,6 +62,9 @@ re-took the torchtpu-vllm compiled calibration on today's graph: fit-2x2x4-tp32.
 (at 131,072 the compiled decode temp, 28.11 GiB, leaves it 0.33 GiB short), its prefill temp the 8,192 chunk's
 25.70 GiB; jax-native's 32,768 chunk into 131,072 tokens is past every measured chunk x context: max(analytic,
 largest measured), and it does not fit.
+ The three torchtpu-vllm files' reserve (source; fit-deepseek-v3-2x2x2.json's reserve_bytes, free_bytes and
+memory_context_tokens 620,176 -> 646,240) recaptured when the plugin's default --gpu-memory-utilization was read as
+the 0.92 of the vLLM v0.29.0 it pins (0.9 before): where the temporaries use up the 8% the verdict is unchanged.
 """
 
 from __future__ import annotations

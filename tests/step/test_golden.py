@@ -96,9 +96,10 @@ def test_temp_decode(result):
 def test_reserve_and_free(setup, result):
     usable = setup.hardware.usable_bytes_per_device  # an input (hardware spec), not a formula
     d = result.per_device
-    # the plugin sizes its pool as 0.9 x HBM - what is resident after the profile run: the temporaries run in the
-    # 10% left (kowalski-4831/vllm-torchtpu TPUWorker.determine_available_memory), so that is what is counted
-    assert d.reserve_bytes == max(int(0.1 * usable) - d.temp_bytes, 0)
+    # the plugin sizes its pool as 0.92 x HBM (vLLM v0.29.0's default, which it pins) - what is resident after the
+    # profile run: the temporaries run in the 8% left (kowalski-4831/vllm-torchtpu
+    # TPUWorker.determine_available_memory), so that is what is counted
+    assert d.reserve_bytes == max(int(0.08 * usable) - d.temp_bytes, 0)
     assert d.free_bytes == usable - (d.weights_bytes + d.kv_bytes + d.state_bytes + d.temp_bytes + d.reserve_bytes)
 
 
