@@ -694,10 +694,32 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         attention_heads=spec.mla.heads // setup.parallel.tp if spec.mla else 0,
         q_lora_rank=(spec.mla.q_lora_rank or 0) if spec.mla else 0,
         tp_attention=setup.parallel.tp,
+        mega_moe=_mega_moe(served, setup, result, vendor=hw.vendor),
     )
     if got is None:
         return None
     return _with_serve(got.as_json(), result, served)
+
+
+def _mega_moe(served, setup: Setup, result: FitResult, *, vendor: str) -> tuple[int, str] | None:
+    """The MoE backend's symmetric buffer a GPU where the command names one k3plan sizes (engines/vllm/mega_moe.py),
+    over the EP group the command's expert parallelism spans (TP x DP); None elsewhere."""
+    from k3plan.engines.vllm.mega_moe import mega_moe_non_torch
+
+    spec = setup.model.spec
+    if served is None or not served.expert_parallel or spec.dsv4 is None:
+        return None
+    return mega_moe_non_torch(
+        moe_backend=served.moe_backend,
+        release=served.release,
+        vendor=vendor,
+        ep=setup.parallel.tp * setup.parallel.dp,
+        experts=spec.moe.num_experts,
+        top_k=spec.moe.top_k,
+        hidden=spec.hidden_size,
+        intermediate=spec.moe.expert_intermediate,
+        max_num_batched_tokens=result.workload.prefill_chunk_tokens,
+    )
 
 
 def _release(served, stack: str, kind: str):

@@ -534,6 +534,7 @@ def engine_sizing(
     in_flight: int | None = None,
     kv_cache_memory_bytes: int | None = None,
     utilization_given: bool = False,
+    mega_moe: tuple[int, str] | None = None,
 ) -> EngineSizing | None:
     """The sizing of the stack's engine from a fit's numbers; None where the stack's pool is not vLLM's
     (kv_pool method utilization_minus_profile: GPU vLLM; utilization_minus_resident: the torch_tpu plugin).
@@ -548,7 +549,9 @@ def engine_sizing(
     (engines/vllm/releases.py default_in_flight), the value the budget's charge reads too.
     ``expert_pad``: the stack's padding of TP-split expert shards (Stack.expert_pad, engines/vllm/moe_padding.py),
     already in ``weights_bytes``; a drafter's experts, added here, are padded alike. ``weights_source``: where
-    ``weights_bytes`` comes from (fit passes the budget's own weights line)."""
+    ``weights_bytes`` comes from (fit passes the budget's own weights line).
+    ``mega_moe``: DeepGEMM Mega MoE's symmetric buffer a GPU and its source (engines/vllm/mega_moe.py
+    mega_moe_non_torch), added to the non-torch increase; None: the command runs no such buffer."""
     if kv_pool_method not in ("utilization_minus_profile", "utilization_minus_resident"):
         return None
     # the torch_tpu plugin's per-layer layout (paging 'separate'): its own page, --block-size when a command gives one,
@@ -743,6 +746,9 @@ def engine_sizing(
                 cudagraph.bytes,
                 f"{cudagraph.source}; the non-torch increase itself {non_torch.source}",
             )
+        if mega_moe is not None and mega_moe[0]:
+            # a buffer the profile run maps outside torch's allocator, in the non-torch increase (engines/vllm/mega_moe.py)
+            non_torch = Figure(non_torch.value + mega_moe[0], f"{mega_moe[1]}; + {non_torch.source}")
         worker = VLLM_GPU_WORKER
         unpriced = VLLM_UNPRICED
     utilization = round(1 - reserve_fraction, 12)
