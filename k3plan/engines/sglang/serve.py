@@ -399,8 +399,8 @@ def dp_lm_head(r: Reading, get: Callable[[str, str | None], str | None]) -> None
         )
     if raw is not None and not r.dp_attention:
         r.ignored.append("--enable-dp-lm-head")  # dp 1: SGLang turns it off, the head over the TP group as priced
-    if not r.dp_attention:
-        return
+    if not r.dp_attention or r.dp <= 1:
+        return  # at dp 1 the whole TP group is the attention-TP group: the stack's split either way
     model = r.resolve(r.model) if r.model and r.resolve is not None else ""
     if model.startswith("kimi-linear"):
         r.lm_head_whole_tp = LM_HEAD_KIMI_LINEAR
