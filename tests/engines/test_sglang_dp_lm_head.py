@@ -109,3 +109,33 @@ def test_the_step_runs_every_dp_group_s_rows_through_the_split_head_and_gathers_
     assert (new.calls, new.group) == (1, 8)
     assert new.message_bytes == 32 * (spec.vocab_size // 8) * 2  # every DP group's 4 rows x a GPU's vocabulary shard
     assert new.wire_bytes == 7 * new.message_bytes
+
+
+def test_the_nextn_draft_s_head_follows_the_flag_as_the_target_s(cli):
+    """deepseek_nextn.py builds the draft's shared_head.head as ParallelLMHead(..., use_attn_tp_group=
+    enable_dp_lm_head) too (sglang 0.5.15 / 0.5.23 wheels): with the flag both heads are whole at attention TP 1."""
+    cmd = V3.replace(" --dp 8", " --dp-size 8 --ep-size 8") + " --speculative-algorithm NEXTN"
+    off, on = _fit(cli, cmd), _fit(cli, cmd + " --enable-dp-lm-head")
+    whole = _head_bytes("deepseek-v3")
+    (draft_head,) = [t for t in load_model("deepseek-v3").inventory.of_kind("mtp") if "shared_head.head" in t.name]
+    assert draft_head.nbytes == whole
+    assert on["engine"]["weights_bytes"] - off["engine"]["weights_bytes"] == 2 * (whole - whole // 8)
+
+
+def _parse(cmd: str):
+    from k3plan.engines.serve import parse_serve
+
+    return parse_serve(cmd, platform="gpu", device_gib=139.8, device_name="nvidia-h200")
+
+
+def test_kimi_linear_s_head_is_over_the_whole_tp_group_with_the_flag_too_and_dp_1_sets_nothing():
+    """kimi_linear.py's KimiLinearForCausalLM passes no use_attn_tp_group (sglang 0.5.15 / 0.5.23 wheels): its head is
+    over the whole TP group whatever the flag says, and its embedding too (a caveat: k3plan holds that over the
+    attention-TP group). At dp 1 the whole TP group is the attention-TP group: nothing is set."""
+    linear = "python3 -m sglang.launch_server --model-path moonshotai/Kimi-Linear-48B-A3B-Instruct" + DP
+    for cmd in (linear, linear + " --enable-dp-lm-head"):
+        q = _parse(cmd)
+        assert q.lm_head_whole_tp is not None and "Kimi-Linear" in q.lm_head_whole_tp.holds
+        assert any("Kimi-Linear's embedding over the whole TP group" in c for c in q.caveats)
+    at_dp1 = _parse(V3.replace(" --tp 8 --dp 8", " --tp 8"))
+    assert at_dp1.lm_head_whole_tp is None and not any("LM head" in c for c in at_dp1.caveats)
