@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Callable, Optional
 
-from k3plan.engines.stack import Stack, default_stack_for, load_stack
+from k3plan.engines.stack import Cite, Stack, default_stack_for, load_stack
 from k3plan.errors import K3PlanError
 from k3plan.hardware import HardwareSpec, Topology, load_hardware, parse_topology
 from k3plan.models import Model, load_model
@@ -57,7 +57,9 @@ class Setup:
         the decode, prefill and temp-model op lists of one setup read the same ones."""
         from k3plan.step.ops import weight_groups
 
-        return weight_groups(self.model.inventory, self.stack, self.plan.share, self.plan.per_device_shape)
+        # the LM head over the whole TP group (Stack.lm_head_whole_tp) runs every DP group's rows
+        head_rows = self.parallel.dp if self.stack.lm_head_whole_tp else 1
+        return weight_groups(self.model.inventory, self.stack, self.plan.share, self.plan.per_device_shape, head_rows)
 
     @cached_property
     def weights(self):
@@ -125,6 +127,7 @@ def make_setup(
     engine_block: Optional[int] = None,
     expert_pad: Optional[tuple[int, int, str]] = None,
     vision_whole: bool = False,
+    lm_head_whole_tp: Optional[Cite] = None,
     decode_graph: Optional[tuple[Optional[int], Optional[int], bool]] = None,
     engram: Optional[str] = None,
     engram_host_copies: Optional[str] = None,
@@ -139,7 +142,8 @@ def make_setup(
     the release it runs and ``engine_block`` its --block-size (``Stack.with_engine_release``); ``expert_pad``: the
     engine's padding of TP-split expert shards, as a serve command without expert parallelism runs them
     (``Stack.with_expert_pad``); ``vision_whole``: the engine builds the vision tower whole on every device
-    (``Stack.with_vision_whole``); ``decode_graph``: SGLang's decode CUDA-graph batch as a serve command sets it and
+    (``Stack.with_vision_whole``); ``lm_head_whole_tp``: the engine splits the LM head over its whole TP group, every
+    device of a stage, where it holds it so (the cite; ``Stack.with_lm_head_whole_tp``); ``decode_graph``: SGLang's decode CUDA-graph batch as a serve command sets it and
     its release's cap on the default (``Stack.with_decode_graph``). ``engram``: where DeepSeek-V4.1's Engram tables
     live, "hbm" or "host", and ``engram_host_copies`` how many copies a host holds in host memory, "replica" or "node"
     (``Stack.with_engram``; None: the engine's default)."""
@@ -162,6 +166,7 @@ def make_setup(
         .with_engine_release(engine_release, engine_block)
         .with_expert_pad(expert_pad)
         .with_vision_whole(vision_whole)
+        .with_lm_head_whole_tp(lm_head_whole_tp)
         .with_decode_graph(*(decode_graph or (None, None, False)))
         .with_engram(engram, engram_host_copies)
     )
@@ -272,6 +277,18 @@ def make_setup(
         source=f"shardspecs {shardspecs} + rules of stack {st.name}" if user else f"rules of stack {st.name}",
     )
     notes += uneven_notes(plan, st)
+    if st.lm_head_whole_tp:
+        head = st.sharding.cite.get("role:lm_head")
+        read = (
+            "; ".join(f"{src.file.rsplit('/', 1)[-1]} {src.symbol.split(' (')[0]}" for src in head.sources)
+            if head
+            else ""
+        )
+        notes.append(
+            f"lm_head: the vocabulary split over every device of a stage, tp {parallel.tp} x dp {parallel.dp} (the "
+            "engine's whole TP group under DP attention, as the serve command runs it"
+            + (f": {head.sources[0].repo} {read})" if head else ")")
+        )
     return Setup(
         model=m, hardware=hw, topology=topo, mesh=mesh, parallel=parallel, stack=st, plan=plan, notes=tuple(notes)
     )

@@ -424,7 +424,10 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
                 model,
                 tp=q.tp,
                 ep=q.ep or full_tp,
-                lm_head_tp=full_tp,
+                # the NextN draft's head is the target's rule (deepseek_nextn.py / deepseek_v4_nextn.py ParallelLMHead
+                # use_attn_tp_group=enable_dp_lm_head, sglang 0.5.15 / 0.5.23 wheels): the whole TP group, or the
+                # attention-TP group with --enable-dp-lm-head (ServeQuestion.lm_head_whole_tp None)
+                lm_head_tp=full_tp if q.lm_head_whole_tp is not None else q.tp,
                 dp_attention=dp_attention,
                 pp=q.pp,
             ),
@@ -472,6 +475,9 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
         opts["spec_verify_tokens"] = q.draft.num_speculative_tokens + 1
     # the vision tower the engine builds, whole on every device: in the budget's weights (Stack.vision_whole)
     opts["vision_whole"] = _loads_vision(model, q)
+    # the LM head over the engine's whole TP group under DP attention, where the command runs it so: a role override of
+    # the budget's sharding (Stack.lm_head_whole_tp), so the budget, the engine's sizing and the step read one split
+    opts["lm_head_whole_tp"] = q.lm_head_whole_tp
     if q.decode_graph_bs is not None or q.decode_graph_cap is not None or q.decode_graph_off:
         # SGLang's decode graphs as the command sets them: what its derived fraction reserves (Stack.with_decode_graph)
         opts["decode_graph"] = (q.decode_graph_bs, q.decode_graph_cap, q.decode_graph_off)

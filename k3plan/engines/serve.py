@@ -726,6 +726,9 @@ class ServeQuestion:
     dcp: int = 1
     # vLLM's --async-scheduling / --no-async-scheduling as given (None: the engine's default, on since v0.14.0)
     async_scheduling: bool | None = None
+    # the LM head split over the engine's whole TP group under DP attention, where the command runs it so (a Cite of
+    # the engine's code: Stack.with_lm_head_whole_tp); None: the stack's own rule
+    lm_head_whole_tp: Any = None
 
     @property
     def stack_ref(self) -> str:
@@ -998,6 +1001,7 @@ def parse_serve(
         mamba_cache_size=r.mamba_cache_size,
         mamba_full_memory_ratio=r.mamba_ratio,
         dcp=r.dcp,
+        lm_head_whole_tp=r.lm_head_whole_tp,
         release=release,
         release_default=release_default,
     )

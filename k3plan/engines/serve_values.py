@@ -121,6 +121,9 @@ class Reading:
     running: str | None = None  # --max-running-requests as given
     moe_backend: str | None = None
     dp_attention: bool = False
+    # where the engine splits the LM head over its whole TP group under DP attention (a Cite of the code; the family's
+    # reader: engines/sglang/serve.py dp_lm_head); None: the stack's own rule
+    lm_head_whole_tp: Any = None
     kv_raw: str = "auto"
     engram: str | None = None
     engram_host_copies: str | None = None  # vLLM's dp_shared_memory: "node" (None: the engine's default)

@@ -151,6 +151,11 @@ class Stack(Spec):
     # Engine.loads_vision_tower, vLLM without --language-model-only); the budget's weights hold it
     # (step/weight_budget.weight_budget) and the engine's sizing reads them: one figure. False: the language model alone
     vision_whole: bool = False
+    # the LM head's vocabulary split over every device of a stage (``tp_x_dp``: the engine's whole TP group under DP
+    # attention, a serve command's choice -- SGLang without --enable-dp-lm-head), where the stack's rules put it on
+    # the attention-TP group: a role override of the sharding (``with_lm_head_whole_tp``, cited), so the budget's
+    # weights, the engine's sizing and the step read one split. False: the stack's own rule
+    lm_head_whole_tp: bool = False
     # SGLang's decode CUDA-graph max batch as a serve command sets it (--cuda-graph-max-bs[-decode], the largest of
     # --cuda-graph-bs[-decode]), and the cap its release puts on the GPU class's default (--max-running-requests from
     # 0.5.22): what the derived fraction reserves graphs for (AutoFraction.reserved_mib); None: the class's max_bs
@@ -500,6 +505,19 @@ class Stack(Spec):
     def with_vision_whole(self, whole: bool) -> Stack:
         """The stack with the model's vision tower built whole on every device (``vision_whole``); False: as it is."""
         return updated(self, vision_whole=True) if whole else self
+
+    def with_lm_head_whole_tp(self, cite: Cite | None) -> Stack:
+        """The stack with the LM head's vocabulary split over the whole TP group, every device of a stage
+        (``lm_head_whole_tp``: the ``lm_head`` role's override ``vocab: tp_x_dp``, cited by ``cite``, where the
+        engine holds it so); None: as it is."""
+        if cite is None:
+            return self
+        from k3plan.sharding.mesh import WHOLE_TP
+
+        sh = self.sharding
+        overrides = {**sh.role_overrides, "lm_head": {**sh.role_overrides.get("lm_head", {}), "vocab": WHOLE_TP}}
+        cited = {**sh.cite, "role:lm_head": cite} if sh.cite else {}
+        return updated(self, lm_head_whole_tp=True, sharding=updated(sh, role_overrides=overrides, cite=cited))
 
     def with_expert_pad(self, pad: tuple[int, int, str] | None) -> Stack:
         """The stack with its TP-split expert shards padded by ``pad`` (``expert_pad``: num / den of the even share,

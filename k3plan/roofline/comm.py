@@ -126,8 +126,8 @@ def latent_reduce_calls(stack, spec) -> int:
 
 def stack_comm_inputs(stack, spec) -> dict[str, Any]:
     """What the step's collectives (``step.comm.comm_terms``) read of a stack as it runs at its DP
-    (``Stack.for_dp``) and a model: the experts' pattern, the activation and dispatch bytes, how logits gather,
-    the latent reduce calls. One Setup's (``collective_args``) and plan's columns (gathered over its stack
+    (``Stack.for_dp``) and a model: the experts' pattern, the activation and dispatch bytes, how logits gather (and
+    over which group), the latent reduce calls. One Setup's (``collective_args``) and plan's columns (gathered over its stack
     variants) are read by this one function."""
     return {
         "all_to_all": stack.collectives.experts == "all_to_all",
@@ -136,6 +136,8 @@ def stack_comm_inputs(stack, spec) -> dict[str, Any]:
         "dispatch": BYTES[stack.collectives.dispatch_dtype],
         "logits_all_gather": stack.logits.gather == "all_gather",
         "latent_calls": latent_reduce_calls(stack, spec),
+        # the LM head over the whole TP group (Stack.lm_head_whole_tp): its logits gather over tp x dp
+        "logits_whole_tp": stack.lm_head_whole_tp,
     }
 
 

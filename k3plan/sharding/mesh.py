@@ -5,13 +5,19 @@ which); inside a stage the split is the one below, so the mesh (and every ShardS
 
 ``tp`` splits attention heads and dense widths inside a data-parallel group; ``dp`` replicates
 attention and splits sequences; ``ep`` spreads the routed experts, either inside a DP group
-(ep = tp, mesh axes ("tp",)) or over every device (ep = dp x tp, mesh axes ("dp", "tp")).
+(ep = tp, mesh axes ("tp",)) or over every device (ep = dp x tp, mesh axes ("dp", "tp")). ``tp_x_dp``
+(``WHOLE_TP``) is a rule target over every device of a stage whatever ep is: an engine's whole TP group under
+DP attention (SGLang's tp_size = attention TP x dp), which cuts the LM head there (``Stack.lm_head_whole_tp``).
 """
 
 from __future__ import annotations
 
 from k3plan.errors import K3PlanError
 from k3plan.structs import Frozen
+
+# a rule target over every device of a stage, ("dp", "tp"): the whole TP group of an engine running DP attention
+# inside one server; not one of ``Mesh.aliases`` (which the JSON dumps), answered by ``Mesh.expand``
+WHOLE_TP = "tp_x_dp"
 
 
 class Parallel(Frozen):
@@ -71,9 +77,13 @@ class Mesh(Frozen):
             return ()
         if name in self.aliases:
             return self.aliases[name]
+        if name == WHOLE_TP:
+            return ("dp", "tp")
         if name in self.axes:
             return (name,)
-        raise K3PlanError(f"sharding rule names mesh axis {name!r}; known: {', '.join([*self.axes, *self.aliases])}")
+        raise K3PlanError(
+            f"sharding rule names mesh axis {name!r}; known: {', '.join([*self.axes, *self.aliases, WHOLE_TP])}"
+        )
 
 
 def make_mesh(

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 
 from k3plan.engines.stack import merged_rules
 from k3plan.models.inventory import Tensor, TensorInventory
-from k3plan.sharding.mesh import Mesh
+from k3plan.sharding.mesh import WHOLE_TP, Mesh
 from k3plan.sharding.replay import Spans, replay, share
 from k3plan.structs import Frozen, replace
 
@@ -126,7 +126,7 @@ class ShardingPlan(Frozen):
 
 def mesh_spans(mesh: Mesh) -> Spans:
     """The replay's view of a Mesh: each rule target (a mesh axis or an alias) -> the axes it spans."""
-    return {name: dict.fromkeys(mesh.expand(name), True) for name in (*mesh.axes, *mesh.aliases)}
+    return {name: dict.fromkeys(mesh.expand(name), True) for name in (*mesh.axes, *mesh.aliases, WHOLE_TP)}
 
 
 def spec_from_rules(

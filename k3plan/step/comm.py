@@ -126,11 +126,13 @@ def comm_terms(
     ag_rs=False,
     domain_devices=None,
     latent_calls=1,
+    logits_whole_tp=False,
 ) -> CommTerms[C]:
     """Calls and bytes a chip of one step's collectives (sums over ``collective_ops``), and the share of
     each on the scale-out link (``domain_devices``: the devices of one scale-up domain, None: one domain);
     ``all_to_all`` / ``ag_rs``: the stack's expert pattern is all_to_all / allgather_reducescatter
-    (neither: all_reduce); ``logits_all_gather``: its logits gather."""
+    (neither: all_reduce); ``logits_all_gather``: its logits gather; ``logits_whole_tp``: over the whole TP group
+    (``Stack.lm_head_whole_tp``)."""
     from k3plan.step.ops import TOPK_BYTES_PER_EXPERT, by_category, collective_ops, moe_reduced_width
 
     moe = spec.moe
@@ -150,6 +152,7 @@ def comm_terms(
         ag_rs=ag_rs,
         domain_devices=domain_devices,
         latent_calls=latent_calls,
+        logits_whole_tp=logits_whole_tp,
     )
     # one pass: the totals (as step_sum adds them) and, where a group may cross a domain, the calls and bytes
     # of each distinct scale_out column (the ops over one group share it), masked by it once; the products

@@ -68,6 +68,10 @@ class WeightGroup(Frozen):  # a Struct: ~1/6 of a frozen dataclass's class-creat
     # ONE tensor's absorbed-MLA copies a device, which decode reads instead of ``bytes`` (kv_b_proj where the
     # engine holds W_UK / W_UV apart from it: budget.weights.absorbed_copy_bytes); None: decode reads ``bytes``
     decode_bytes: Col | None = None
+    # the DP groups whose rows the op runs, for each row of the step's own: dp for an LM head split over the whole TP
+    # group under DP attention (Stack.lm_head_whole_tp: the engine gathers every DP group's rows before the head and
+    # each device multiplies them by its vocabulary shard); 1: the step's own rows
+    gathered: Col = 1
 
 
 def tensor_groups(inventory: TensorInventory) -> list[tuple[str, Tensor, int]]:
@@ -92,12 +96,13 @@ def _tensor_groups(inventory: TensorInventory) -> list[tuple[str, Tensor, int]]:
     return [(f"{ts[0].kind}.{leaf_name(ts[0])}", ts[0], len(ts)) for ts in groups.values()]
 
 
-def weight_groups(inventory: TensorInventory, stack, shares_of=None, shape_of=None) -> list[WeightGroup]:
+def weight_groups(inventory: TensorInventory, stack, shares_of=None, shape_of=None, head_rows=1) -> list[WeightGroup]:
     """The groups with ONE tensor's bytes and params on the fullest device: its runtime bytes x
     num / den, ``shares_of(t)`` = (num, den) (1 / shards unless a split is uneven; ints at one
     Setup, arrays over plan's meshes: step.weights.mesh_weight_groups); None: unsharded (one device
     holding the model). ``shape_of(t)``: its shape on that device (a Setup's ``ShardingPlan.per_device_shape``;
-    unsharded: the checkpoint's; else None)."""
+    unsharded: the checkpoint's; else None). ``head_rows``: the LM head's ``WeightGroup.gathered`` (the DP size
+    where the stack splits it over the whole TP group, ``Stack.lm_head_whole_tp``; else 1)."""
     from k3plan.step.weight_budget import absorbed_copy_bytes, read_bytes
 
     out = []
@@ -120,6 +125,7 @@ def weight_groups(inventory: TensorInventory, stack, shares_of=None, shape_of=No
                     params=t.params * num / den,
                     shape=shape,
                     decode_bytes=None if copy is None else copy * num / den,
+                    gathered=head_rows if t.role == "lm_head" else 1,
                 )
             )
     return out
@@ -264,9 +270,12 @@ def weight_ops(
         t = g.rep
         if row_gather(t):  # row gathers: the embedding, DeepSeek-V4's tid2eid (dsv4_ops)
             continue
+        # the rows this op runs: every DP group's where the engine gathers them first (an LM head over the whole TP
+        # group: its logits [dp x rows, vocab / (tp x dp)] a device, WeightGroup.gathered); else the step's own
+        g_rows, g_seqs, g_tp = rows * g.gathered, sequences * g.gathered, tp * g.gathered
         buffers = None
         if live is not None and t.role in live.WEIGHT_ROLES:
-            buffers = live.weight(spec, t, rows=rows, sequences=sequences, tp=tp)
+            buffers = live.weight(spec, t, rows=g_rows, sequences=g_seqs, tp=g_tp)
         if buffers is not None and buffers.name in held:
             buffers = None
         elif buffers is not None:
@@ -301,11 +310,11 @@ def weight_ops(
                     category="weights",
                     count=g.count,
                     bytes_read=g.decode_bytes if role is not None and g.decode_bytes is not None else g.bytes,
-                    flops=dense_flops * g.params,
+                    flops=dense_flops * g.params * g.gathered,
                     tensor=t,
                     shape=g.shape,
                     params=g.params,
-                    tokens=rows,
+                    tokens=g_rows,
                     live=buffers,
                     compute_role=role,
                 )
@@ -431,6 +440,7 @@ def collective_ops(
     ag_rs=False,
     domain_devices=None,
     latent_calls=1,
+    logits_whole_tp=False,
 ) -> list[Op]:
     """The collectives of one step over ``tokens`` tokens (decode: the batch; prefill: the chunk) of
     ``sequences`` sequences (the rows sampled; default ``tokens``). Ops a stack does not issue have 0
@@ -471,6 +481,7 @@ def collective_ops(
         tokens=tokens,
         sequences=tokens if sequences is None else sequences,
         logits_all_gather=logits_all_gather,
+        logits_whole_tp=logits_whole_tp,
     )
     if spec.n_moe:
         ops += moe_ops(
@@ -645,7 +656,17 @@ ARGMAX_PAIR_BYTES = 4  # partitioned argmax: a shard's max (f32) and its index (
 
 
 def tp_edge_ops(
-    spec: ModelSpec, *, act, tp, dp, devices_per_chip, tokens, sequences, logits_all_gather, domain_devices=None
+    spec: ModelSpec,
+    *,
+    act,
+    tp,
+    dp,
+    devices_per_chip,
+    tokens,
+    sequences,
+    logits_all_gather,
+    domain_devices=None,
+    logits_whole_tp=False,
 ) -> list[Op]:
     """The TP collectives outside the attention and MoE blocks, a step (every bundled stack splits the
     vocabulary and the dense MLP over TP; their ``logits`` and ``sharding.cite`` name the engine code):
@@ -658,7 +679,10 @@ def tp_edge_ops(
       LogitsProcessor); partitioned_argmax: the logits stay split, XLA's argmax all-gathers each shard's
       max and its index (2 calls of a row's 4 bytes). Ring all-gather: a device sends (n-1) shards.
     All on a DP group's rows, 0 calls when TP is 1; over the TP group (span tp: ``crosses`` a scale-up
-    domain of ``domain_devices`` only when TP is wider than one)."""
+    domain of ``domain_devices`` only when TP is wider than one). ``logits_whole_tp``: the LM head is split over the
+    whole TP group, tp x dp (``Stack.lm_head_whole_tp``): the logits gather runs over it, every DP group's rows
+    gathered first, a device's [dp x rows, vocab / (tp x dp)]; the gathers of the hidden states before it and the
+    scatter of the logits after it (SGLang's dp_gather_replicate / dp_scatter) are not counted."""
     from k3plan.columns import where
     from k3plan.step.collective import ring_bytes_per_chip
     from k3plan.step.memory import cdiv
@@ -666,8 +690,10 @@ def tp_edge_ops(
     on = where(tp > 1, 1, 0)
     msg = cdiv(tokens, dp) * spec.hidden_size * act
     rows = cdiv(sequences, dp)
-    gather_msg = where(logits_all_gather, rows * cdiv(spec.vocab_size, tp) * act, rows * ARGMAX_PAIR_BYTES)
-    gather_calls = on * where(logits_all_gather, 1, 2)
+    head = where(logits_whole_tp, tp * dp, tp)  # the devices the LM head's vocabulary is split over
+    head_rows = where(logits_whole_tp, rows * dp, rows)  # the rows its logits hold a device
+    gather_msg = where(logits_all_gather, head_rows * cdiv(spec.vocab_size, head) * act, rows * ARGMAX_PAIR_BYTES)
+    gather_calls = where(head > 1, 1, 0) * where(logits_all_gather, 1, 2)
     common: dict[str, Any] = {
         "kind": "collective",
         "category": "collectives",
@@ -698,8 +724,8 @@ def tp_edge_ops(
             collective=Collective.ALL_GATHER,
             calls=gather_calls,
             message_bytes=gather_msg,
-            wire_bytes=gather_calls * devices_per_chip * (tp - 1) * gather_msg,
-            **common,
+            wire_bytes=gather_calls * devices_per_chip * (head - 1) * gather_msg,
+            **{**common, "group": head, "scale_out": crosses(head, domain_devices)},
         ),
     ]
 

@@ -16,6 +16,7 @@ import numpy as np
 
 from k3plan.engines.stack import Stack
 from k3plan.models.inventory import Tensor, TensorInventory
+from k3plan.sharding.mesh import WHOLE_TP
 from k3plan.sharding.replay import Sizes, Spans, replay, shards, share
 from k3plan.step.stages import Stage
 from k3plan.step.weight_budget import weight_terms
@@ -78,8 +79,14 @@ def tensor_classes(inventory: TensorInventory, tensors: list[Tensor] | None = No
 
 def mesh_sizes(*, tp: np.ndarray, dp: np.ndarray, ep_all: np.ndarray) -> tuple[Sizes, Spans]:
     """The replay's view of candidate meshes: tp[i] x dp[i], experts (``ep``) over every device
-    where ep_all[i], else over the TP group (``Mesh.aliases``, one mesh at a time)."""
-    return {"tp": tp, "dp": dp}, {"tp": {"tp": True}, "dp": {"dp": True}, "ep": {"tp": True, "dp": ep_all}}
+    where ep_all[i], else over the TP group (``Mesh.aliases``, one mesh at a time); ``WHOLE_TP`` over every device
+    (``Mesh.expand``)."""
+    return {"tp": tp, "dp": dp}, {
+        "tp": {"tp": True},
+        "dp": {"dp": True},
+        "ep": {"tp": True, "dp": ep_all},
+        WHOLE_TP: {"dp": True, "tp": True},  # the whole TP group under DP attention (Stack.lm_head_whole_tp)
+    }
 
 
 def class_shards(

@@ -339,16 +339,18 @@ def test_sglang_s_options_are_those_of_the_release_read():
 
 def test_sglang_s_dp_lm_head_is_what_k3plan_prices_under_dp_attention():
     """--enable-dp-lm-head (InferenceX's DeepSeek-R1 FP4 DP-attention nightlies) splits the LM head over the
-    attention-TP group, as k3plan's dp-attention stack holds the vocabulary: read, no change to the weights; without
-    it under DP attention SGLang splits the head over the whole TP group, which the answer says k3plan over-holds;
-    with --dp-size > 1 and no DP attention SGLang's own assertion stops the start."""
+    attention-TP group, as k3plan's dp-attention stack holds the vocabulary; without it under DP attention SGLang
+    splits the head over the whole TP group, which the command sets on the stack (ServeQuestion.lm_head_whole_tp,
+    cited: the bytes in tests/engines/test_sglang_dp_lm_head.py); with --dp-size > 1 and no DP attention SGLang's own
+    assertion stops the start."""
     base = (
         "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-R1 --tp 8 --dp 8 --enable-dp-attention"
         " --ep-size 8"
     )
     on, off = _h200(base + " --enable-dp-lm-head"), _h200(base)
-    assert "--enable-dp-lm-head" in on.ignored and not any("LM head" in c for c in on.caveats)
-    assert any("splits the LM head over the whole TP group" in c for c in off.caveats)
+    assert "--enable-dp-lm-head" not in on.ignored and on.lm_head_whole_tp is None
+    assert off.lm_head_whole_tp is not None and "whole TP group" in off.lm_head_whole_tp.holds
+    assert not any("LM head" in c for c in (*on.caveats, *off.caveats))
     assert on.stack == off.stack and on.stack_options == off.stack_options
     assert "--enable-dp-lm-head" in _h200(SG_R1 + " --enable-dp-lm-head").ignored  # dp 1: SGLang turns it off
     with pytest.raises(K3PlanError, match="Please enable dp attention when setting enable_dp_lm_head"):

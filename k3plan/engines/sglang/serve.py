@@ -26,6 +26,7 @@ from k3plan.engines.sglang.server_flags import FLAGS as SERVER_FLAGS
 from k3plan.engines.sglang.server_flags import RANGES as SERVER_FLAG_RANGES
 from k3plan.engines.sglang.server_flags import RELEASES as SERVER_FLAG_RELEASES
 from k3plan.engines.sglang.spec import read_speculative
+from k3plan.engines.stack_sections import Cite, Source
 from k3plan.errors import K3PlanError
 
 ENGINE = "sglang"
@@ -311,26 +312,84 @@ def quark_reading(r: Reading) -> None:
     )
 
 
-# --enable-dp-lm-head (sglang 0.5.15 wheel (PyPI), sglang/srt/models/deepseek_v2.py and deepseek_v4.py: the LM head is
-# ParallelLMHead(..., use_attn_tp_group=enable_dp_lm_head), vocab-split over the attention-TP group with it and over
-# the whole TP group without; the embedding is over the attention-TP group under DP attention either way,
-# layers/vocab_parallel_embedding.py get_embedding_tp_kwargs). k3plan's dp-attention stack splits the vocabulary over
-# its tp, the attention-TP group (engines/dp_attention/stack.yaml sharding vocab), for both: what the flag runs.
+# --enable-dp-lm-head (sglang 0.5.15 and 0.5.23 wheels (PyPI), sglang/srt/models/deepseek_v2.py and deepseek_v4.py
+# DeepseekV2ForCausalLM / DeepseekV4ForCausalLM; Kimi-K3's KimiK3LinearForCausalLM in kimi_k3.py, LM_HEAD_K3 below): the
+# LM head is ParallelLMHead(..., use_attn_tp_group=enable_dp_lm_head), vocab-split over the attention-TP group with it
+# and over the whole TP group (tp_size = attention TP x dp_size) without; the embedding is over the attention-TP group
+# under DP attention either way (layers/vocab_parallel_embedding.py get_embedding_tp_kwargs). k3plan's dp-attention
+# stack splits the vocabulary over its tp, the attention-TP group (engines/dp_attention/stack.yaml sharding vocab):
+# what the flag runs; without it the command sets the head's split over every device of a stage on the stack
+# (Stack.with_lm_head_whole_tp, the cite below), which the budget, the engine's start check and the step read.
 # arg_groups/overrides.py: _data_parallelism_defaults turns it off at dp_size 1; _dp_lm_head_validation asserts DP
 # attention when it is on
 DP_LM_HEAD_AT = "sglang 0.5.15 wheel (PyPI), sglang/srt/arg_groups/overrides.py _dp_lm_head_validation"
-DP_LM_HEAD_DEFAULT = (
-    "under DP attention without --enable-dp-lm-head SGLang splits the LM head over the whole TP group "
-    "(models/deepseek_v2.py / deepseek_v4.py ParallelLMHead use_attn_tp_group=False); k3plan's budget holds it over "
-    "the attention-TP group, as that flag does: the weights are high by the head's share beyond 1 / tp, a lower bound "
-    "on the pool"
+SGLANG = "sgl-project/sglang"
+LM_HEAD_K3 = Source(
+    repo=SGLANG,
+    file="python/sglang/srt/models/kimi_k3.py",
+    symbol="KimiK3LinearForCausalLM.__init__ (lm_head = ParallelLMHead(..., use_attn_tp_group="
+    "get_server_args().enable_dp_lm_head)); KimiK3ForConditionalGeneration.language_model is it",
+    commit="0000e9b46f38dd9055ecad825a42c47a047077e6",
+    note="the sglang 0.5.23 wheel's kimi_k3.py builds it alike (use_attn_tp_group=get_parallel().enable_dp_lm_head)",
+)
+LM_HEAD_DEEPSEEK = Source(
+    repo=SGLANG,
+    file="python/sglang/srt/models/deepseek_v2.py",
+    symbol="DeepseekV2ForCausalLM.__init__ (ParallelLMHead(..., use_attn_tp_group=enable_dp_lm_head)); "
+    "deepseek_v4.py DeepseekV4ForCausalLM.__init__ alike; DeepseekV3ForCausalLM, Kimi-K2.x's language model, "
+    "subclasses it",
+    note="read in the sglang 0.5.15 and 0.5.23 wheels (PyPI), not at a pinned commit",
+)
+LM_HEAD_SPLIT = Source(
+    repo=SGLANG,
+    file="python/sglang/srt/layers/vocab_parallel_embedding.py",
+    symbol="VocabParallelEmbedding.__init__ (use_attn_tp_group False: tp_size = get_parallel().tp_size, the whole "
+    "TP group; the vocabulary padded to a multiple of it)",
+    note="read in the sglang 0.5.23 wheel (PyPI), not at a pinned commit",
+)
+LM_HEAD_WHOLE_TP = Cite(
+    holds="under DP attention without --enable-dp-lm-head the LM head's vocabulary is split over the whole TP group, "
+    "tp_size = attention TP x dp_size (every GPU of a stage); the logits are all-gathered over it "
+    "(layers/logits_processor.py LogitsProcessor: dp_gather_replicate of the hidden states, the TP all-gather, "
+    "dp_scatter)",
+    sources=(LM_HEAD_DEEPSEEK, LM_HEAD_K3, LM_HEAD_SPLIT),
+)
+# the model classes whose LM head was read (above): DeepSeek-V2/V3/R1/V4 and Kimi-K2.x (DeepseekV3ForCausalLM), K3
+READ_HEADS = ("deepseek", "kimi-k2", "kimi-k3")
+# Kimi-Linear's class passes no use_attn_tp_group: its head is over the whole TP group with the flag too, and so is its
+# embedding (a VocabParallelEmbedding without get_embedding_tp_kwargs), which k3plan holds over the attention-TP group
+LM_HEAD_KIMI_LINEAR = Cite(
+    holds="Kimi-Linear's LM head over the whole TP group whatever --enable-dp-lm-head says (no use_attn_tp_group)",
+    sources=(
+        Source(
+            repo=SGLANG,
+            file="python/sglang/srt/models/kimi_linear.py",
+            symbol="KimiLinearForCausalLM.__init__ (ParallelLMHead(vocab_size, hidden_size, quant_config, prefix): "
+            "use_attn_tp_group left False); KimiLinearModel.__init__ (embed_tokens VocabParallelEmbedding, no "
+            "get_embedding_tp_kwargs)",
+            note="read in the sglang 0.5.15 and 0.5.23 wheels (PyPI), not at a pinned commit",
+        ),
+        LM_HEAD_SPLIT,
+    ),
+)
+KIMI_LINEAR_EMBED = (
+    "under DP attention SGLang splits Kimi-Linear's embedding over the whole TP group as well (kimi_linear.py "
+    "KimiLinearModel: VocabParallelEmbedding without get_embedding_tp_kwargs, sglang 0.5.15 / 0.5.23 wheels); k3plan holds it "
+    "over the attention-TP group: the weights high by the embedding's share beyond 1 / (tp x dp)"
+)
+DP_LM_HEAD_UNREAD = (
+    "under DP attention without --enable-dp-lm-head SGLang splits the LM head of the DeepSeek and Kimi-K2 / K3 "
+    "classes over the whole TP group (ParallelLMHead use_attn_tp_group=False); {model}'s SGLang head was not read, so "
+    "k3plan holds it over the attention-TP group, as that flag does: the weights may be high by the head's share "
+    "beyond 1 / tp"
 )
 
 
 def dp_lm_head(r: Reading, get: Callable[[str, str | None], str | None]) -> None:
-    """--enable-dp-lm-head as SGLang resolves it: priced under DP attention (k3plan's dp-attention vocabulary split),
-    off at --dp-size 1, refused with SGLang's assertion under --dp-size > 1 without DP attention; and under DP
-    attention without it, the caveat that k3plan holds the head as the flag would."""
+    """--enable-dp-lm-head as SGLang resolves it: under DP attention the head over the attention-TP group (k3plan's
+    dp-attention vocabulary split) with it and over the whole TP group without it (``Reading.lm_head_whole_tp``, for
+    the model classes whose head was read; a caveat for the others), off at --dp-size 1, refused with SGLang's
+    assertion under --dp-size > 1 without DP attention."""
     raw = get("--enable-dp-lm-head", None)
     on = raw is not None and raw.lower() not in ("false", "0")
     if on and r.dp > 1 and not r.dp_attention:
@@ -338,13 +397,20 @@ def dp_lm_head(r: Reading, get: Callable[[str, str | None], str | None]) -> None
             "--serve: --enable-dp-lm-head without --enable-dp-attention: SGLang stops at 'Please enable dp attention "
             f"when setting enable_dp_lm_head.' ({DP_LM_HEAD_AT})"
         )
-    if raw is not None:
-        r.ignored.append("--enable-dp-lm-head")
-    # the DeepSeek-V2 / V4 model classes read (Kimi-K2.x's language model is DeepseekV3ForCausalLM); Kimi-K3's SGLang
-    # head was not read, so no claim is made for it
-    read_head = (r.resolve(r.model) if r.model and r.resolve is not None else "").startswith(("deepseek", "kimi-k2"))
-    if r.dp_attention and not on and read_head:
-        r.caveats.append(DP_LM_HEAD_DEFAULT)
+    if raw is not None and not r.dp_attention:
+        r.ignored.append("--enable-dp-lm-head")  # dp 1: SGLang turns it off, the head over the TP group as priced
+    if not r.dp_attention or r.dp <= 1:
+        return  # at dp 1 the whole TP group is the attention-TP group: the stack's split either way
+    model = r.resolve(r.model) if r.model and r.resolve is not None else ""
+    if model.startswith("kimi-linear"):
+        r.lm_head_whole_tp = LM_HEAD_KIMI_LINEAR
+        r.caveats.append(KIMI_LINEAR_EMBED)
+    elif on:
+        return  # the head over the attention-TP group: the stack's rule
+    elif model.startswith(READ_HEADS):
+        r.lm_head_whole_tp = LM_HEAD_WHOLE_TP
+    else:
+        r.caveats.append(DP_LM_HEAD_UNREAD.format(model=model or r.model))
 
 
 def read(r: Reading) -> None:
