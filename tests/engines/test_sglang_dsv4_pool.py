@@ -127,14 +127,15 @@ def test_a_bad_swa_ratio_is_refused_in_one_line(value):
 def test_the_inferencex_sglang_v4_nightly_reads(cli):
     """SemiAnalysisAI/InferenceX benchmarks/single_node/fixed_seq_len/dsv4_fp4_b300_sglang.sh @843c6254 at
     concurrency 1: every flag and variable read (they were refused: --swa-full-tokens-ratio, the FlashInfer
-    autotune switch, PYTHONNOUSERSITE)."""
+    autotune switch, PYTHONNOUSERSITE), as its image runs it: lmsysorg/sglang:nightly-dev-cu13-20260624-b2c8f7a2
+    (configs/nvidia-master.yaml dsv4-fp4-b300-sglang) precedes 0.5.14 (tests/engines/public_commands.yaml)."""
     serve = (
         "PYTHONNOUSERSITE=1 sglang serve --model-path deepseek-ai/DeepSeek-V4-Pro --served-model-name "
         "deepseek-ai/DeepSeek-V4-Pro --host 0.0.0.0 --port 8888 --trust-remote-code --tp 8 --max-running-requests 8 "
         "--mem-fraction-static 0.90 --swa-full-tokens-ratio 0.5 --moe-runner-backend flashinfer_mxfp4 "
         "--chunked-prefill-size 8192 --disable-flashinfer-autotune"
     )
-    r = cli("fit", "-H", "nvidia-b300", "--serve", serve)
+    r = cli("fit", "-H", "nvidia-b300", "--serve", serve, "--engine-version", "0.5.14")
     assert r.exit_code == 0 and r.output.startswith("STARTS"), r.output[:300]
 
 
