@@ -457,17 +457,17 @@ def dsv4_request_charge(
     sliding-window pool, the tokens a running request adds to the cap (the pool's 2 chunks and page in flight are not
     a request's: not charged), with speculative decoding (``spec_tokens`` k: SGLang verifies k + 1 draft tokens a step)
     its one draft layer in the per-token figures and the draft tokens in its cap terms (V41_SPEC_SOURCE); None off a
-    GPU. ``release``: the pool form's (a serve command's; None: the newest release read, engines/sglang/releases.py
-    NEWEST_RELEASE, as a GPU question that names none is read), so the budget and the start check read one form. V4.1's
-    pages in the V4 layout: 0.5.23's V4.1 layouts (flashmla_mega at attention TP 1 on SM100) are the start check's
-    alone, the charge not being told the split."""
+    GPU. ``release``: the pool form's (the budget's: engines/sglang/dsv4.py request_charge passes the newest read
+    where a question names none; None here: the cited forms, 0.5.15's and V4.1's main-branch read). V4.1's pages in
+    the V4 layout: 0.5.23's V4.1 layouts (flashmla_mega at attention TP 1 on SM100) are the start check's alone, the
+    charge not being told the split."""
     from k3plan.engines.dsv4_layout import RequestCharge
     from k3plan.engines.release import release_text
-    from k3plan.engines.sglang.releases import NEWEST_RELEASE
 
     if vendor not in ("nvidia", "amd"):
         return None
-    at: tuple[int, int, int] = NEWEST_RELEASE if release is None else (release[0], release[1], release[2])
+    at = None if release is None else (release[0], release[1], release[2])
+    said = "no release: the cited" if at is None else f"sglang {release_text(at)}: the"
     if d.csa2 is not None:
         draft = spec_tokens + 1 if spec_tokens else 0
         form41 = v41_form_for_release(at)
@@ -484,7 +484,7 @@ def dsv4_request_charge(
             block_tokens=v41.page,
             block_bytes=v41.page * v41.bytes_per_full_token,
             fixed_blocks=0,
-            source=f"SGLang's DeepSeek-V4.1 pool (sglang {release_text(at)}: the {form41} form), "
+            source=f"SGLang's DeepSeek-V4.1 pool ({said} {form41} form), "
             f"{v41.bytes_per_full_token:,.2f} B a full token at its defaults: "
             f"{V41_SOURCE}",
             apart_bytes=apart,
@@ -514,13 +514,13 @@ def dsv4_request_charge(
             block_tokens=pool.page,
             block_bytes=pool.page * pool.bytes_per_full_token,
             fixed_blocks=0,
-            source=f"SGLang's DeepSeek-V4 pool (sglang {release_text(at)}: the {form} form), {pool.source}",
+            source=f"SGLang's DeepSeek-V4 pool ({said} {form} form), {pool.source}",
         )
     return RequestCharge(
         block_tokens=pool.page,
         block_bytes=pool.page * pool.bytes_per_full_token,
         fixed_blocks=0,
-        source=f"SGLang's DeepSeek-V4 pool (sglang {release_text(at)}: the {form} form), {pool.source}",
+        source=f"SGLang's DeepSeek-V4 pool ({said} {form} form), {pool.source}",
         apart_bytes=ring,
         apart_source=(
             f"its slot's c128 compressor-state ring, {RING[128]} rows x {c128_row_bytes(d):,} B x {n128} layers "
