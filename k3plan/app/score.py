@@ -107,6 +107,13 @@ def _setup(b: ServingBenchmark):
     if s.dcp > 1:
         notes.append(f"no DCP (the run's {s.dcp})")
     opts = dict(model=b.model, hardware=b.hardware, topology=b.topology, tp=s.tp, dp=s.dp, stack=b.engine.name)
+    # the release the run ran, where the record names one and its engine's rules follow releases (Engine.
+    # newest_release_read): priced as that release, as fit --serve --engine-version reads a command, not as the
+    # newest read a question that names none is
+    if b.engine.version is not None and engine_rules(b.engine.name).newest_release_read is not None:
+        from k3plan.engines.release import parse_release
+
+        opts["engine_release"] = parse_release(b.engine.version)
     flag = b.flags.kv_cache_dtype
     kv = None if flag is None else kv_dtype_of(flag)  # None: the stack's default
     if flag is None:

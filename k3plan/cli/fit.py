@@ -64,8 +64,8 @@ def command(
             "--engine-version",
             help="The engine release the --serve command runs (0.11.1, v0.5.15; a nightly: the release it precedes). "
             "The rules that changed between releases follow it (the output's caveat names them); without it a vLLM "
-            "GPU command is read as the newest vLLM release k3plan prices (the caveat names it), other engines' rules "
-            "as the code each cites.",
+            "or SGLang GPU command is read as the newest release of its engine k3plan prices (the caveat names it), "
+            "other engines' rules as the code each cites.",
         ),
     ] = None,
     compile_point: Annotated[

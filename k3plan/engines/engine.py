@@ -120,7 +120,8 @@ class Engine:
     # each rule cites, with a caveat saying so (None: no release read)
     oldest_release_read: tuple[int, int, int] | None = None
     # the release a GPU question that names none is read as: the newest whose code k3plan read (vLLM:
-    # engines/vllm/releases.py NEWEST_RELEASE); None: each rule's cited code
+    # engines/vllm/releases.py NEWEST_RELEASE, SGLang: engines/sglang/releases.py NEWEST_RELEASE); None: each rule's
+    # cited code
     newest_release_read: tuple[int, int, int] | None = None
     # (release, async_scheduling, pp, v2_runner) -> the batches of the prefill budget a windowed KV group holds pages
     # for, as a serve command runs (vLLM: engines/vllm/releases.py in_flight_batches); None: not the engine's rule

@@ -2,8 +2,8 @@
 engine and version would"). Most of an engine's rules are read at one commit and cite it; the few that changed
 between releases in what k3plan prices follow the release named here, each rule saying in which releases it was
 read (``Engine.by_release`` lists them an engine). Without ``--engine-version`` a GPU command of an engine that
-names its newest release read (``Engine.newest_release_read``: vLLM's 0.33.0) is read as that release; every other
-rule is the one read at its cited commit."""
+names its newest release read (``Engine.newest_release_read``: vLLM's 0.33.0, SGLang's 0.5.23) is read as that release;
+every other rule is the one read at its cited commit."""
 
 from __future__ import annotations
 

@@ -887,7 +887,7 @@ def parse_serve(
     env, argv = _env_prefix(_split(command))
     family, model, rest = _family(argv)
     # without fit --engine-version a family's GPU command is read as the newest release k3plan read of its engine
-    # (Engine.newest_release_read: vLLM's engines/vllm/releases.py), where the engine names one
+    # (Engine.newest_release_read: engines/vllm/releases.py, engines/sglang/releases.py), where the engine names one
     from k3plan.engines.registry import find_engine
 
     engine = find_engine(family.ENGINE) if platform == "gpu" else None
@@ -895,7 +895,18 @@ def parse_serve(
     release_default = release is None and newest is not None
     if release_default:
         release = newest
-    model, rest = family.tokens(model, rest, release=release)  # its parser's spellings, of that release
+    try:
+        model, rest = family.tokens(model, rest, release=release)  # its parser's spellings, of that release
+    except K3PlanError as e:
+        if not release_default or release is None:
+            raise
+        from k3plan.engines.release import release_text
+
+        # a spelling the newest release's parser refuses may be one an older release took: say which was read
+        raise K3PlanError(
+            f"{e} (read as {family.ENGINE} {release_text(release)}, the newest release k3plan read: a command of an "
+            "older release names it with fit --engine-version)"
+        ) from None
     flags = _flags(rest)
     r = Reading(
         flags=flags,

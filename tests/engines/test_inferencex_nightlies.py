@@ -83,18 +83,31 @@ def _env(command: str) -> dict[str, str]:
     return dict(a.split("=", 1) for a in head.split())
 
 
+# the SGLang release each nightly's image runs (configs/*-master.yaml @843c6254, fit --engine-version): the B200 agentic
+# row's lmsysorg/sglang:dev-nightly-0820 precedes 0.5.18 (its wheel built 2026-08-21); the MI355X row's
+# lmsysorg/sglang-rocm:v0.5.14-rocm720-mi35x-20260706 names 0.5.14. The vLLM rows keep vLLM's default read.
+SGLANG_V4_AGENTIC_RELEASE = "0.5.18"
+SGLANG_V4_MI355X_RELEASE = "0.5.14"
+
+
 @pytest.mark.parametrize(
-    ("hardware", "command", "caveats"),
+    ("hardware", "command", "caveats", "release"),
     [
-        ("nvidia-b200", SGLANG_V4_AGENTIC, ()),
-        ("nvidia-b300", VLLM_K3_DCP, ("--enable-cumem-allocator", "VLLM_USE_V2_MODEL_RUNNER=1")),
-        ("nvidia-h200", VLLM_V4_H200.replace("<est>", "0"), ()),
-        ("amd-mi355x", SGLANG_V4_MI355X, ("SGLANG_SHARED_EXPERT_TP1=1", "SGLANG_HACK_FLASHMLA_BACKEND=unified")),
+        ("nvidia-b200", SGLANG_V4_AGENTIC, (), SGLANG_V4_AGENTIC_RELEASE),
+        ("nvidia-b300", VLLM_K3_DCP, ("--enable-cumem-allocator", "VLLM_USE_V2_MODEL_RUNNER=1"), None),
+        ("nvidia-h200", VLLM_V4_H200.replace("<est>", "0"), (), None),
+        (
+            "amd-mi355x",
+            SGLANG_V4_MI355X,
+            ("SGLANG_SHARED_EXPERT_TP1=1", "SGLANG_HACK_FLASHMLA_BACKEND=unified"),
+            SGLANG_V4_MI355X_RELEASE,
+        ),
     ],
     ids=["sglang-v4-b200-agentic", "vllm-k3-b300-dcp8", "vllm-v4-h200-mtp", "sglang-v4-mi355x-dp8"],
 )
-def test_an_inferencex_nightly_command_starts_with_every_setting_read(cli, hardware, command, caveats):
-    got = cli("fit", "-H", hardware, "-t", "8", "--serve", command, "--json")
+def test_an_inferencex_nightly_command_starts_with_every_setting_read(cli, hardware, command, caveats, release):
+    at = ("--engine-version", release) if release else ()
+    got = cli("fit", "-H", hardware, "-t", "8", "--serve", command, "--json", *at)
     assert got.exit_code == 0, got.stdout + got.stderr
     out = json.loads(got.stdout)
     assert out["engine"]["starts"] and out["engine"]["kv_pool_tokens"] > 0
@@ -175,7 +188,10 @@ def test_what_the_launchers_pass_into_the_container_is_read_as_harmless():
 
 # InferenceX's multi-node recipes (@843c6254 benchmarks/multi_node/srt-slurm-recipes/): the prefill worker of
 # sglang/deepseek-v4/8k1k/disagg-b200-low-latency-1p1d-tp8-tp8-mtp.yaml, its prefill_environment and sglang_config
-# as srt-slurm writes them into the worker's command line (model-path: the checkpoint's id in place of /model/)
+# as srt-slurm writes them into the worker's command line (model-path: the checkpoint's id in place of /model/); its
+# container lmsysorg/sglang:nightly-dev-cu13-20260710-cfc66e05 is the nightly of the day 0.5.15 was tagged (the 0.5.15
+# wheel's scm_version.json: 2026-07-10): 0.5.15's code or the main just before it, read as 0.5.15 either way
+SGLANG_V4_DISAGG_RELEASE = "0.5.15"
 SGLANG_V4_DISAGG_PREFILL = (
     "PYTHONUNBUFFERED=1 SGLANG_RADIX_FORCE_MISS=1 SGLANG_JIT_DEEPGEMM_FAST_WARMUP=1 SGLANG_DEFAULT_THINKING=1 "
     "SGLANG_DSV4_REASONING_EFFORT=max SGLANG_OPT_SWA_SPLIT_LEAF_ON_INSERT=1 SGLANG_OPT_SWA_EVICT_DROP_PAGE_MARGIN=1 "
@@ -190,14 +206,15 @@ SGLANG_V4_DISAGG_PREFILL = (
 
 
 def test_a_multi_node_recipe_s_disaggregated_worker_starts_with_its_settings_read(cli):
-    got = cli("fit", "-H", "nvidia-b200", "-t", "8", "--serve", SGLANG_V4_DISAGG_PREFILL, "--json")
+    at = ("--engine-version", SGLANG_V4_DISAGG_RELEASE)
+    got = cli("fit", "-H", "nvidia-b200", "-t", "8", "--serve", SGLANG_V4_DISAGG_PREFILL, "--json", *at)
     assert got.exit_code == 0, got.stdout + got.stderr
     out = json.loads(got.stdout)
     assert out["engine"]["starts"]
     assert {"--disaggregation-mode", "--disaggregation-transfer-backend"} <= set(out["engine"]["serve"]["ignored"])
     # --expert-parallel-size is ServerArgs' spelling of --ep-size: 1 is its TP-split experts, as --ep-size 1
     with_ep_size = SGLANG_V4_DISAGG_PREFILL.replace("--expert-parallel-size 1", "--ep-size 1")
-    again = json.loads(cli("fit", "-H", "nvidia-b200", "-t", "8", "--serve", with_ep_size, "--json").stdout)
+    again = json.loads(cli("fit", "-H", "nvidia-b200", "-t", "8", "--serve", with_ep_size, "--json", *at).stdout)
     assert again["engine"]["kv_pool_tokens"] == out["engine"]["kv_pool_tokens"]
 
 

@@ -84,21 +84,27 @@ def test_sglang_s_page_size_rounds_the_pool_to_whole_pages(cli):
     assert ones["kv_pool_tokens"] - 64 < eng["kv_pool_tokens"] <= ones["kv_pool_tokens"]
 
 
-def _engine(cli, extra: str = "") -> dict:
-    r = cli("fit", "-H", "nvidia-gb200-nvl72", "-t", "16", "--serve", DYNAMO_SGLANG_K3 + extra, "--json")
-    assert r.exit_code in (0, 1), r.output
-    return json.loads(r.stdout)["engine"]
-
-
-def test_sglang_sizes_k3_s_state_pool_by_its_own_rule(cli):
+@pytest.mark.parametrize("release", [None, "0.5.16"], ids=["newest-read", "0.5.16"])
+def test_sglang_sizes_k3_s_state_pool_by_its_own_rule(cli, release):
     """KVCacheConfigurator._handle_max_mamba_cache (sgl-project/sglang@5435ebae): without --max-mamba-cache-size the
     state pool takes mamba_full_memory_ratio r / (1 + r) of what the fraction leaves after the weights (r 0.9 by
     default), in whole slots of a request's state; the KV pool the rest; resolve_max_num_reqs caps the running
-    requests at the slots // 3 (the radix cache on)."""
+    requests at the slots // 3 (the radix cache on). A command naming no release is read as 0.5.23 (engines/sglang/
+    releases.py NEWEST_RELEASE), whose pool allocates a padding slot beside the request slots and solves the ratio
+    for them ((K + 1) x slot within the budget: sglang 0.5.17 and 0.5.23 wheels, mem_cache/kv_cache_configurator.py
+    KVCacheConfigurator._handle_max_mamba_cache, releases.py MAMBA_PAD_SOURCE); 0.5.16 charges the K slots alone."""
+    at = () if release is None else ("--engine-version", release)
+    pad = 1 if release is None else 0
+
+    def engine(extra: str = "") -> dict:
+        r = cli("fit", "-H", "nvidia-gb200-nvl72", "-t", "16", "--serve", DYNAMO_SGLANG_K3 + extra, "--json", *at)
+        assert r.exit_code in (0, 1), r.output
+        return json.loads(r.stdout)["engine"]
+
     base, same, hicache = (
-        _engine(cli),
-        _engine(cli, " --mamba-full-memory-ratio 0.9"),
-        _engine(cli, " --mamba-full-memory-ratio 7.21"),
+        engine(),
+        engine(" --mamba-full-memory-ratio 0.9"),
+        engine(" --mamba-full-memory-ratio 7.21"),
     )
     assert base["kv_pool_tokens"] == same["kv_pool_tokens"]
     rest = base["kv_pool_bytes"] + int(
@@ -106,17 +112,18 @@ def test_sglang_sizes_k3_s_state_pool_by_its_own_rule(cli):
     )
     slot = int(base["sources"]["kv_pool"].split(" slots x ")[1].split(" B a request")[0].replace(",", ""))
     for eng, r in ((base, 0.9), (hicache, 7.21)):
-        slots = int(rest * r / (1 + r) // slot)
+        slots = int((rest * r / (1 + r) - pad * slot) // slot)
         assert f"{slots:,} slots x {slot:,} B a request" in eng["sources"]["kv_pool"]
-        assert eng["kv_pool_bytes"] == rest - slots * slot
+        assert ("1 padding slot" in eng["sources"]["kv_pool"]) is bool(pad)
+        assert eng["kv_pool_bytes"] == rest - (slots + pad) * slot
         assert f"max_running_requests={min(64, slots // 3):,} (the state pool's {slots:,} slots // 3" in eng["message"]
     assert hicache["kv_pool_tokens"] < base["kv_pool_tokens"]  # 7.21: most of the memory to the state
     # the slots as given (the launch line's --max-mamba-cache-size); --disable-radix-cache: one slot a request, the
-    # running requests' own
-    given = _engine(cli, " --max-mamba-cache-size 192")
-    assert given["kv_pool_bytes"] == rest - 192 * slot and "max_running_requests=64 (" in given["message"]
-    off = _engine(cli, " --disable-radix-cache")
-    assert off["kv_pool_bytes"] == rest - 64 * slot and "64 slots // 1 a request" in off["message"]
+    # running requests' own; the padding slot beside them from 0.5.17
+    given = engine(" --max-mamba-cache-size 192")
+    assert given["kv_pool_bytes"] == rest - (192 + pad) * slot and "max_running_requests=64 (" in given["message"]
+    off = engine(" --disable-radix-cache")
+    assert off["kv_pool_bytes"] == rest - (64 + pad) * slot and "64 slots // 1 a request" in off["message"]
     with pytest.raises(K3PlanError, match="--mamba-full-memory-ratio '0': expected a positive number"):
         _gpu(DYNAMO_SGLANG_K3 + " --mamba-full-memory-ratio 0")
 

@@ -314,27 +314,38 @@ def test_sglang_s_options_are_those_of_the_release_read():
     server_args.py and from 0.5.20 arg_groups/fields/*.py) with the releases of each not in all of them: 0.5.19
     registers --cuda-graph-max-bs as a deprecated alias of --cuda-graph-max-bs-decode (server_args.py add_cli_args,
     DeprecatedAliasStoreAction); 0.5.20 dropped it, and its argparse reads the old flag as an ambiguous prefix of
-    --cuda-graph-max-bs-decode and --cuda-graph-max-bs-prefill. Without a release the union is read."""
+    --cuda-graph-max-bs-decode and --cuda-graph-max-bs-prefill. A GPU command that names no release is read as the
+    newest read, 0.5.23 (engines/sglang/releases.py NEWEST_RELEASE), whose parser refuses it, the refusal saying which
+    release was read and how an older one is named; the union of the releases' options is read where no release is
+    (release_options(None))."""
     from k3plan.engines.release import parse_release
+    from k3plan.engines.sglang.serve import release_options, unabbreviated
 
     cmd = SG_R1 + " --cuda-graph-max-bs 10"
-    for release in (None, "0.5.15", "0.5.19"):
+    for release in ("0.5.15", "0.5.19"):
         q = parse_serve(
             cmd,
             platform="gpu",
             device_gib=139.8,
             device_name="nvidia-h200",
-            release=None if release is None else parse_release(release),
+            release=parse_release(release),
         )
         assert q.decode_graph_bs == 10  # read: without --mem-fraction-static the derived fraction reserves for it
-    for release in ("0.5.20", "0.5.23", "0.6.0"):
+    assert unabbreviated("--cuda-graph-max-bs", *release_options(None)) == "--cuda-graph-max-bs"
+    for release in (None, "0.5.20", "0.5.23", "0.6.0"):
         with pytest.raises(
             K3PlanError,
             match=r"--cuda-graph-max-bs could match --cuda-graph-max-bs-decode, --cuda-graph-max-bs-prefill",
-        ):
+        ) as refused:
             parse_serve(
-                cmd, platform="gpu", device_gib=139.8, device_name="nvidia-h200", release=parse_release(release)
+                cmd,
+                platform="gpu",
+                device_gib=139.8,
+                device_name="nvidia-h200",
+                release=None if release is None else parse_release(release),
             )
+        said = "read as sglang 0.5.23, the newest release k3plan read: a command of an older release names it with"
+        assert (said in str(refused.value)) is (release is None)
 
 
 def test_sglang_s_dp_lm_head_is_what_k3plan_prices_under_dp_attention():

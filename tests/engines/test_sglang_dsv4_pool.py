@@ -17,11 +17,32 @@ import math
 import pytest
 
 from k3plan.engines.serve import parse_serve
-from k3plan.engines.sglang.dsv4_pool import PAGE, SWA_RATIO, sglang_dsv4_pool, sglang_dsv41_pool
+from k3plan.engines.sglang.dsv4_pool import (
+    PAGE,
+    SWA_RATIO,
+    form_for_release,
+    sglang_dsv4_pool,
+    sglang_dsv41_pool,
+    v41_form_for_release,
+)
+from k3plan.engines.sglang.releases import NEWEST_RELEASE
 from k3plan.errors import K3PlanError
 from k3plan.models.loader import load_model
 
 GB = 1 << 30  # SGLang's "GB" is GiB (get_available_gpu_memory divides by 1 << 30)
+# the pool forms a GPU command that names no release is read with (engines/sglang/releases.py NEWEST_RELEASE, 0.5.23):
+# DeepSeek-V4's "0.5.21" (the c4 rings per engine page, the V4 layout's padded pages), V4.1's "0.5.23" (its ratio-1 / 2
+# latents paged too, the ratio-2 layers' pending-pair ring a request slot); the budget's charge reads the same
+FORM = form_for_release(NEWEST_RELEASE)
+FORM41 = v41_form_for_release(NEWEST_RELEASE)
+
+
+def _c2_slot(d, draft_tokens: int = 0) -> int:
+    """A request slot's ratio-2 pending-pair ring in the 0.5.21-on V4.1 forms (dsv4_pool.V41_FORM_SOURCE: a ring of 2
+    rows, 1 << (draft tokens + 1).bit_length() under speculative decoding, of 2 x head_dim f32 a ratio-2 KV source)."""
+    ring = 1 << (draft_tokens + 1).bit_length() if draft_tokens else 2
+    n2 = sum(1 for i in d.csa2.kv_source_layer_ids if d.compress_ratios[i] == 2)
+    return ring * 2 * d.head_dim * 4 * n2
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +110,7 @@ def test_a_command_s_pool_is_the_engine_s_full_token_count(cli):
     r = cli("fit", "-H", "nvidia-h200", "--serve", serve, "--json")
     assert r.exit_code in (0, 1), r.output
     eng = json.loads(r.stdout)["engine"]
-    p = sglang_dsv4_pool(load_model("deepseek-v4-flash").spec.dsv4, swa_ratio=0.5)
+    p = sglang_dsv4_pool(load_model("deepseek-v4-flash").spec.dsv4, swa_ratio=0.5, form=FORM)
     assert eng["kv_pool_tokens"] == int(eng["kv_pool_bytes"] / p.bytes_per_full_token) // 256 * 256
     assert eng["block_tokens"] == 256 and "--swa-full-tokens-ratio 0.5" in eng["sources"]["kv_pool_tokens"]
 
@@ -106,14 +127,15 @@ def test_a_bad_swa_ratio_is_refused_in_one_line(value):
 def test_the_inferencex_sglang_v4_nightly_reads(cli):
     """SemiAnalysisAI/InferenceX benchmarks/single_node/fixed_seq_len/dsv4_fp4_b300_sglang.sh @843c6254 at
     concurrency 1: every flag and variable read (they were refused: --swa-full-tokens-ratio, the FlashInfer
-    autotune switch, PYTHONNOUSERSITE)."""
+    autotune switch, PYTHONNOUSERSITE), as its image runs it: lmsysorg/sglang:nightly-dev-cu13-20260624-b2c8f7a2
+    (configs/nvidia-master.yaml dsv4-fp4-b300-sglang) precedes 0.5.14 (tests/engines/public_commands.yaml)."""
     serve = (
         "PYTHONNOUSERSITE=1 sglang serve --model-path deepseek-ai/DeepSeek-V4-Pro --served-model-name "
         "deepseek-ai/DeepSeek-V4-Pro --host 0.0.0.0 --port 8888 --trust-remote-code --tp 8 --max-running-requests 8 "
         "--mem-fraction-static 0.90 --swa-full-tokens-ratio 0.5 --moe-runner-backend flashinfer_mxfp4 "
         "--chunked-prefill-size 8192 --disable-flashinfer-autotune"
     )
-    r = cli("fit", "-H", "nvidia-b300", "--serve", serve)
+    r = cli("fit", "-H", "nvidia-b300", "--serve", serve, "--engine-version", "0.5.14")
     assert r.exit_code == 0 and r.output.startswith("STARTS"), r.output[:300]
 
 
@@ -191,7 +213,7 @@ def test_v41_on_sglang_starts_on_its_own_pool_and_the_budget_charges_a_request_a
     r = cli("fit", "-H", "nvidia-b200", "--serve", "sglang serve --model-path deepseek-ai/DeepSeek-V4.1-Flash --tp 4",
             "--json")  # fmt: skip
     eng = json.loads(r.stdout)["engine"]
-    pool = sglang_dsv41_pool(flash41, chunk=16384, max_running_requests=256)
+    pool = sglang_dsv41_pool(flash41, chunk=16384, max_running_requests=256, form=FORM41)
     assert "cap mode" in eng["sources"]["kv_pool_tokens"] and "V4.1 pool accounting was not read" not in r.output
     assert eng["kv_pool_tokens"] == int(eng["kv_pool_bytes"] / pool.bytes_per_full_token) // 256 * 256
     assert "max_running_requests=256" in eng["message"]
@@ -200,7 +222,11 @@ def test_v41_on_sglang_starts_on_its_own_pool_and_the_budget_charges_a_request_a
     per = f["per_device"]
     layers = len(flash41.compress_ratios)
     assert per["kv_bytes_per_token"] // layers == math.ceil(pool.bytes_per_full_token / layers)
-    assert per["state_bytes"] == pool.swa_tokens_per_request * 584 * layers  # one sequence's share
+    # one sequence's share of the window pool, at 0.5.23's paged window bytes (the V4 layout's 584 B a token in
+    # 256-token pages padded to 576-B rows: 585 B; sglang 0.5.23 wheel, pool_configurator.py _get_bytes_per_swa_token
+    # over kernels/ops/attention/dsv4/kv_layout.py KVLayout.page_bytes; 584 before 0.5.21), and its slot's ratio-2 ring
+    assert pool.bytes_per_swa_token == 585 * layers
+    assert per["state_bytes"] == pool.swa_tokens_per_request * 585 * layers + _c2_slot(flash41)
 
 
 def test_the_budget_prices_sglang_s_full_token_as_its_start_check_does(cli, flash):
@@ -209,7 +235,7 @@ def test_the_budget_prices_sglang_s_full_token_as_its_start_check_does(cli, flas
     sequence its slot's c128 ring apart (0.5.15 preallocates one a running request). Before, the budget priced the
     per-layer records (3,870 B a token + 15.4 MB of state a sequence) and held 166 sequences at 131,072 tokens on 4
     H200 where SGLang's pool then held 40.18."""
-    p = sglang_dsv4_pool(flash)
+    p = sglang_dsv4_pool(flash, form=FORM)
     # the serve command below runs no a2a backend (SGLang's default), whose FP4 experts keep E8M0 scales: the budget
     # prices the same stack (the sglang stack's own default is DeepEP, engines/sglang/stack.yaml moe_a2a_backend)
     r = cli(
@@ -237,8 +263,10 @@ def test_v41_under_dspark_the_budget_charges_the_draft_tokens_cap_terms(cli, fla
     spec = json.loads(cli(*args, "--spec-tokens", "5", "--acceptance", "0.7").stdout)
     plain = json.loads(cli(*args).stdout)
     pool = sglang_dsv41_pool(flash41, chunk=spec["workload"]["prefill_chunk_tokens"], max_running_requests=1,
-                             draft_layers=1, draft_tokens=6)  # fmt: skip
+                             draft_layers=1, draft_tokens=6, form=FORM41)  # fmt: skip
     assert pool.swa_tokens_per_request == 128 + 128 * 6 + 256 + 2 * 6 + 4 * (128 + 256)
-    assert spec["per_device"]["state_bytes"] == int(pool.swa_tokens_per_request * pool.bytes_per_swa_token)
+    assert spec["per_device"]["state_bytes"] == int(pool.swa_tokens_per_request * pool.bytes_per_swa_token) + _c2_slot(
+        flash41, 6
+    )
     assert "not read" not in " ".join(spec.get("warnings", []))
     assert spec["capacity"]["max_sequences"] < plain["capacity"]["max_sequences"]

@@ -291,3 +291,32 @@ def test_the_derived_fraction_leaves_out_decode_graphs_switched_off(cli):
     assert on["sources"]["kv_pool"].split(" x ")[0] == f"int({_sglang_fraction(gpu, chunk=8192, tp=8, decode_bs=512)}"
     given = _engine(cli, R1 + " --mem-fraction-static 0.85 --disable-decode-cuda-graph", "0.5.23", "nvidia-h200", 8)
     assert "--disable-decode-cuda-graph" in given["serve"]["ignored"]
+
+
+def test_a_gpu_command_that_names_no_release_is_read_as_the_newest_read_and_says_so(cli):
+    """engines/sglang/releases.py NEWEST_RELEASE (0.5.23): without --engine-version a GPU SGLang command -- plain or
+    under DP attention -- is read as the newest release k3plan read, priced as that release (the same figures as
+    --engine-version 0.5.23) and the answer names it, as a vLLM command is read as vLLM's; fit without --serve charges
+    the same release's DeepSeek-V4 pool form, so fit with and without --serve read one release."""
+    from k3plan.engines.registry import engine_rules
+    from k3plan.engines.release import release_text
+    from k3plan.engines.serve import parse_serve
+    from k3plan.engines.sglang.releases import NEWEST_RELEASE
+
+    assert engine_rules("sglang").newest_release_read == engine_rules("dp-attention").newest_release_read
+    assert NEWEST_RELEASE == (0, 5, 23)
+    v4 = "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V4-Flash --tp 4 --context-length 131072"
+    for cmd in (v4, v4 + " --dp 4 --enable-dp-attention"):
+        q = parse_serve(cmd, platform="gpu", device_gib=139.8, device_name="nvidia-h200")
+        assert q.release == NEWEST_RELEASE and q.release_default
+        plain = cli("fit", "-H", "nvidia-h200", "--serve", cmd, "--json")
+        named = cli(
+            "fit", "-H", "nvidia-h200", "--serve", cmd, "--engine-version", release_text(NEWEST_RELEASE), "--json"
+        )
+        got, want = (json.loads(r.stdout)["engine"] for r in (plain, named))
+        assert got["kv_pool_tokens"] == want["kv_pool_tokens"] and got["kv_pool_bytes"] == want["kv_pool_bytes"]
+        said = " ".join(cli("fit", "-H", "nvidia-h200", "--serve", cmd).output.split())
+        assert "read as sglang 0.5.23, the newest release k3plan read (fit --engine-version X reads the command" in said
+    budget = json.loads(cli("fit", "-m", "deepseek-v4-flash", "-H", "nvidia-h200", "-t", "4", "-s", "sglang",
+                            "--json").stdout)  # fmt: skip
+    assert "sglang 0.5.23: the 0.5.21 form" in budget["provenance"]["kv"]

@@ -44,7 +44,9 @@ LISTING = {  # v1's layer-0 dense MLP: name -> (safetensors dtype, shape)
 }
 ITEMSIZE = {"U8": 1, "F8_E4M3": 1, "F32": 4, "BF16": 2}
 # InferenceX: benchmarks/single_node/fixed_seq_len/dsr1_fp4_b200_mtp.sh @843c6254 with configs/nvidia-master.yaml
-# dsr1-fp4-b200-sglang-mtp search-space[0] (tests/engines/public_commands.yaml)
+# dsr1-fp4-b200-sglang-mtp search-space[0] (tests/engines/public_commands.yaml), run on its image
+# lmsysorg/sglang:v0.5.16-cu130: read as 0.5.16 (fit --engine-version), whose parser takes --cuda-graph-max-bs
+INFERENCEX_MTP_RELEASE = "0.5.16"
 INFERENCEX_MTP = (
     "python3 -m sglang.launch_server --model-path nvidia/DeepSeek-R1-0528-FP4-V2 --host 0.0.0.0 --port 8888 "
     "--trust-remote-code --tensor-parallel-size=4 --data-parallel-size=1 --cuda-graph-max-bs 256 "
@@ -157,9 +159,10 @@ def test_a_gpu_without_nvidia_fp4_is_refused(hardware):
         )
 
 
-@pytest.mark.parametrize("cmd", [SGLANG_TP4, INFERENCEX_MTP])
-def test_the_b200_commands_are_priced(model, cmd):
-    out = CliRunner().invoke(app, ["fit", "-H", "nvidia-b200", "-t", "4", "--serve", cmd, "--json"])
+@pytest.mark.parametrize(("cmd", "release"), [(SGLANG_TP4, None), (INFERENCEX_MTP, INFERENCEX_MTP_RELEASE)])
+def test_the_b200_commands_are_priced(model, cmd, release):
+    at = ["--engine-version", release] if release else []
+    out = CliRunner().invoke(app, ["fit", "-H", "nvidia-b200", "-t", "4", "--serve", cmd, "--json", *at])
     assert out.exit_code == 0, out.output
     d = json.loads(out.output)
     assert d["model"]["name"] == NAME and d["fits"]

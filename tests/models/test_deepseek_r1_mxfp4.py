@@ -159,7 +159,17 @@ def test_vllm_is_refused():
 
 @pytest.mark.parametrize("version", [None, "0.5.12", "0.5.15"])
 def test_the_mtp_draft_is_refused(version):
-    args = ["fit", "-H", "amd-mi355x", "-t", "8", "--serve", INFERENCEX_MTP]
+    """The nightly's image (lmsysorg/sglang:v0.5.12-rocm700-mi35x) and the releases after it: the draft is refused.
+    Without a release the command is read as 0.5.23 (engines/sglang/releases.py NEWEST_RELEASE), whose parser refuses
+    the nightly's --cuda-graph-max-bs as ambiguous before any flag is priced (sglang 0.5.23 wheel: no such option,
+    arg_groups/fields/exec_.py has -decode and -prefill), so it is read there in 0.5.23's spelling."""
+    command = INFERENCEX_MTP
+    if version is None:
+        verbatim = CliRunner().invoke(app, ["fit", "-H", "amd-mi355x", "-t", "8", "--serve", command])
+        assert verbatim.exit_code == 2 and "ambiguous option: --cuda-graph-max-bs" in verbatim.output
+        assert "read as sglang 0.5.23" in verbatim.output
+        command = command.replace("--cuda-graph-max-bs=", "--cuda-graph-max-bs-decode=")
+    args = ["fit", "-H", "amd-mi355x", "-t", "8", "--serve", command]
     out = CliRunner().invoke(app, args + (["--engine-version", version] if version else []))
     assert out.exit_code == 2
     assert "speculative" in out.output

@@ -12,9 +12,15 @@ if TYPE_CHECKING:  # a type only: the registry that reads this loads no model co
 
 
 def request_charge(d: DSV4Dims, **at: int | str) -> RequestCharge | None:
-    """DeepSeek-V4 as SGLang's pool charges a request (engines/sglang/dsv4_pool.py dsv4_request_charge)."""
+    """DeepSeek-V4 as SGLang's pool charges a request (engines/sglang/dsv4_pool.py dsv4_request_charge), in the pool
+    form of the release the budget runs: a serve command's (``release``), else the newest read (engines/sglang/
+    releases.py NEWEST_RELEASE), as a GPU question that names none is read, so the budget and the start check read
+    one form."""
     from k3plan.engines.sglang.dsv4_pool import dsv4_request_charge
+    from k3plan.engines.sglang.releases import NEWEST_RELEASE
 
+    if at.get("release") is None:
+        at = {**at, "release": NEWEST_RELEASE}  # type: ignore[dict-item]
     return dsv4_request_charge(d, **at)  # type: ignore[arg-type]
 
 

@@ -93,8 +93,9 @@ OLDEST_READ = (0, 5, 12)
 
 
 def form_for_release(release: tuple[int, int, int] | None) -> str:
-    """The pool form of a SGLang release (``FORM_RELEASES``); None (no --engine-version) or a release before the
-    first one read: the current release's form and the earliest read, respectively."""
+    """The pool form of a SGLang release (``FORM_RELEASES``); None (no release: a GPU command that names none is read
+    as engines/sglang/releases.py NEWEST_RELEASE before it gets here) or a release before the first one read: the
+    cited 0.5.15 form and the earliest read, respectively."""
     if release is None:
         return FORMS[0]
     return next((form for first, form in FORM_RELEASES if release >= first), FORM_RELEASES[-1][1])
@@ -216,7 +217,7 @@ V41_FORM_SOURCE = (
 
 
 def v41_form_for_release(release: tuple[int, int, int] | None) -> str:
-    """DeepSeek-V4.1's pool form of a SGLang release (``V41_FORM_RELEASES``); None: the main-branch read."""
+    """DeepSeek-V4.1's pool form of a SGLang release (``V41_FORM_RELEASES``); None (no release): the main-branch read."""
     if release is None:
         return "main"
     return next((form for first, form in V41_FORM_RELEASES if release >= first), "main")
@@ -441,7 +442,13 @@ def sglang_dsv4_pool(
 
 
 def dsv4_request_charge(
-    d: DSV4Dims, *, vendor: str, chunk: int = 0, spec_tokens: int = 0, **_: int | str
+    d: DSV4Dims,
+    *,
+    vendor: str,
+    chunk: int = 0,
+    spec_tokens: int = 0,
+    release: tuple[int, int, int] | None = None,
+    **_: int | str,
 ) -> RequestCharge | None:
     """What SGLang's pool charges a DeepSeek-V4 request on a GPU: its full tokens at ``bytes_per_full_token`` in whole
     pages, at its V4 defaults (the swa ratio and page a command that sets neither runs; the start check reads the
@@ -450,20 +457,35 @@ def dsv4_request_charge(
     sliding-window pool, the tokens a running request adds to the cap (the pool's 2 chunks and page in flight are not
     a request's: not charged), with speculative decoding (``spec_tokens`` k: SGLang verifies k + 1 draft tokens a step)
     its one draft layer in the per-token figures and the draft tokens in its cap terms (V41_SPEC_SOURCE); None off a
-    GPU."""
+    GPU. ``release``: the pool form's (the budget's: engines/sglang/dsv4.py request_charge passes the newest read
+    where a question names none; None here: the cited forms, 0.5.15's and V4.1's main-branch read). V4.1's pages in
+    the V4 layout: 0.5.23's V4.1 layouts (flashmla_mega at attention TP 1 on SM100) are the start check's alone, the
+    charge not being told the split."""
     from k3plan.engines.dsv4_layout import RequestCharge
+    from k3plan.engines.release import release_text
 
     if vendor not in ("nvidia", "amd"):
         return None
+    at = None if release is None else (release[0], release[1], release[2])
+    said = "no release: the cited" if at is None else f"sglang {release_text(at)}: the"
     if d.csa2 is not None:
         draft = spec_tokens + 1 if spec_tokens else 0
-        v41 = sglang_dsv41_pool(d, chunk=chunk, max_running_requests=1, draft_layers=int(draft > 0), draft_tokens=draft)
-        apart = int(v41.swa_tokens_per_request * v41.bytes_per_swa_token)
+        form41 = v41_form_for_release(at)
+        v41 = sglang_dsv41_pool(
+            d, chunk=chunk, max_running_requests=1, draft_layers=int(draft > 0), draft_tokens=draft, form=form41
+        )
+        # a request slot's ratio-2 pending-pair ring (0.5.21 on; the pool's fixed_bytes at one request hold two slots
+        # and a spare ring, so the slot's share is taken from the ring itself)
+        ring2 = 1 << (draft + 1).bit_length() if draft else 2
+        n2 = sum(1 for i in d.csa2.kv_source_layer_ids if d.compress_ratios[i] == 2)
+        c2_slot = 0 if form41 == "main" else ring2 * 2 * d.head_dim * F32 * n2
+        apart = int(v41.swa_tokens_per_request * v41.bytes_per_swa_token) + c2_slot
         return RequestCharge(
             block_tokens=v41.page,
             block_bytes=v41.page * v41.bytes_per_full_token,
             fixed_blocks=0,
-            source=f"SGLang's DeepSeek-V4.1 pool, {v41.bytes_per_full_token:,.2f} B a full token at its defaults: "
+            source=f"SGLang's DeepSeek-V4.1 pool ({said} {form41} form), "
+            f"{v41.bytes_per_full_token:,.2f} B a full token at its defaults: "
             f"{V41_SOURCE}",
             apart_bytes=apart,
             apart_source=(
@@ -473,19 +495,35 @@ def dsv4_request_charge(
                 + f" + the radix cache's 4 prefix tails of window + page) x {v41.bytes_per_swa_token:,.0f} B, "
                 f"SGLang sizing the pool for --max-running-requests at the sequences priced (k3plan's launch line "
                 f"writes it); left at its default {DSV4_RUNNING} it holds that many requests' windows whatever runs"
+                + (
+                    f"; and its slot's ratio-2 pending-pair ring, {ring2} rows x {2 * d.head_dim * F32:,} B x {n2} "
+                    f"layers (sglang {form41}: {V41_FORM_SOURCE})"
+                    if c2_slot
+                    else ""
+                )
             ),
         )
-    pool = sglang_dsv4_pool(d)
+    form = form_for_release(at)
+    pool = sglang_dsv4_pool(d, form=form)
     n128 = tuple(d.compress_ratios).count(128)
-    ring = RING[128] * c128_row_bytes(d) * n128  # a request slot's c128 ring (FORM_0515_SOURCE)
+    # a request slot's c128 ring (FORM_0515_SOURCE), a fixed charge from 0.5.15; 0.5.13's form counts the rings in
+    # its bytes a full token
+    ring = RING[128] * c128_row_bytes(d) * n128 if form in FIXED_C128_FORMS else 0
+    if not ring:
+        return RequestCharge(
+            block_tokens=pool.page,
+            block_bytes=pool.page * pool.bytes_per_full_token,
+            fixed_blocks=0,
+            source=f"SGLang's DeepSeek-V4 pool ({said} {form} form), {pool.source}",
+        )
     return RequestCharge(
         block_tokens=pool.page,
         block_bytes=pool.page * pool.bytes_per_full_token,
         fixed_blocks=0,
-        source=f"SGLang's DeepSeek-V4 pool, {pool.source}",
+        source=f"SGLang's DeepSeek-V4 pool ({said} {form} form), {pool.source}",
         apart_bytes=ring,
         apart_source=(
             f"its slot's c128 compressor-state ring, {RING[128]} rows x {c128_row_bytes(d):,} B x {n128} layers "
-            f"(SGLang 0.5.15 preallocates one a running request: {FORM_0515_SOURCE})"
+            f"(SGLang from 0.5.15 preallocates one a running request: {FORM_0515_SOURCE})"
         ),
     )

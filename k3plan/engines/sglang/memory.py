@@ -330,16 +330,19 @@ def sglang_kv_pool(
 def sglang_dsv4_swa_tokens(setup, weights_bytes: int) -> tuple[int, str] | None:
     """SGLang's sliding-window pool a worker for DeepSeek-V4 (not V4.1's cap mode) at ``setup``'s stack defaults:
     --swa-full-tokens-ratio x the full tokens of its start check (memory.sglang_kv_pool: its static memory after
-    ``weights_bytes``, the c128 states taken first), in whole pages (DSV4PoolConfigurator._compute_dsv4_sizes);
-    with the source. None for another model."""
-    from k3plan.engines.sglang.dsv4_pool import DSV4_RUNNING, sglang_dsv4_pool
+    ``weights_bytes``, the c128 states taken first), in whole pages (DSV4PoolConfigurator._compute_dsv4_sizes), in
+    the pool form of the release the setup runs (a serve command's, Stack.engine_release; else the newest read,
+    engines/sglang/releases.py NEWEST_RELEASE); with the source. None for another model."""
+    from k3plan.engines.sglang.dsv4_pool import DSV4_RUNNING, form_for_release, sglang_dsv4_pool
+    from k3plan.engines.sglang.releases import NEWEST_RELEASE
 
     d = setup.model.spec.dsv4
     if d is None or d.csa2 is not None:
         return None
     frac = round(1 - setup.stack.reserve.fraction_of_usable_hbm, 12)
     running = DSV4_RUNNING // max(setup.parallel.dp, 1)
-    pool = sglang_dsv4_pool(d, max_running_requests=running)
+    release = setup.stack.engine_release if setup.stack.engine_release is not None else NEWEST_RELEASE
+    pool = sglang_dsv4_pool(d, max_running_requests=running, form=form_for_release(release))
     sized = sglang_kv_pool(
         mem_fraction_static=frac,
         visible_bytes=setup.hardware.usable_bytes_per_device,

@@ -1,12 +1,24 @@
 """The SGLang releases k3plan's pool rules follow (fit --engine-version; k3plan.engines.release), each rule with the
-first release whose code has it, read in the sglang wheels (PyPI) 0.5.15-0.5.23. A command read as no release
-(None) is priced by the code each rule cites, 0.5.15's."""
+first release whose code has it, read in the sglang wheels (PyPI) 0.5.15-0.5.23. A GPU question that names no release
+is read as NEWEST_RELEASE, 0.5.23 (fit with or without --serve, plan); one read as no release (None) is priced by the
+code each rule cites, 0.5.15's."""
 
 from __future__ import annotations
 
 from k3plan.engines.release import Release
 from k3plan.engines.sglang.dsv4_pool import BY_RELEASE as DSV4_BY_RELEASE
 from k3plan.engines.sglang.dsv4_pool import BY_RELEASE_MODELS as DSV4_MODELS
+
+# the newest SGLang release k3plan prices, 0.5.23 (the sglang wheel on PyPI, built 2026-10-30): a GPU question without
+# fit --engine-version is read as it (Engine.newest_release_read), as vLLM's is read as engines/vllm/releases.py
+# NEWEST_RELEASE. The rules that changed between releases were read in the 0.5.12-0.5.23 wheels, each naming its first
+# release below; the option names by release in engines/sglang/server_flags.py. A planner is asked about the engine
+# people install today; a log or a command of an older release is read with its own --engine-version
+# (tests/engines/cases, tests/engines/public_commands.yaml: each names the release it ran or precedes). What 0.5.23
+# changed that k3plan does not price is listed below (NOT_PRICED); the budget's DeepSeek-V4.1 charge prices the V4
+# layout's pages where 0.5.23's flashmla_mega (attention TP 1 on SM100) stores the V4.1 layouts, which --serve's start
+# check prices (engines/sglang/dsv4_pool.py dsv4_request_charge)
+NEWEST_RELEASE: Release = (0, 5, 23)
 
 # The state (mamba) pool's padding slot: from 0.5.17 the pool allocates max_mamba_cache_size + 1 slots and the
 # memory-ratio path solves for them ((K + 1) x per_req = the budget: K = (budget - per_req) // per_req); 0.5.15 and
@@ -70,7 +82,7 @@ BY_RELEASE_RULES: tuple[tuple[tuple[str, ...], str], ...] = (
         "DeepSeek-V4.1 is served from 0.5.21 (engines/sglang/serve.py V41_FROM), its vision tower built and counted "
         "whole, under --language-model-only too in 0.5.21 (V41_VISION_LM_ONLY_FROM), its pool paged from 0.5.21 "
         "with the ratio-2 pending-pair state, in the V4.1 layouts under 0.5.23's flashmla_mega "
-        "(engines/sglang/dsv4_pool.py V41_FORM_RELEASES; a release named none: the main-branch read)",
+        "(engines/sglang/dsv4_pool.py V41_FORM_RELEASES)",
     ),
     (
         (),
