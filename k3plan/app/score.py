@@ -83,6 +83,8 @@ class Row:
     throughput_measured_tok_s: float | None = None
     throughput_ratio: float | None = None
     held_out_throughput_ratio: float | None = None  # nothing fitted to throughput: equal to throughput_ratio
+    # the group the in-sample floor was fitted on: the family's label (engine x hardware), the engine, "" all cases
+    ttft_floor_group: str | None = None
 
 
 def _family(b: ServingBenchmark) -> str:
@@ -417,51 +419,117 @@ def floor_key(r: Row) -> str:
     return f"{engine_of(r)} x {hardware_of(r)}"
 
 
+# term lowc-floor: the concurrency at or below which a published TTFT is "low" -- the cases a family's floor is fitted
+# on -- chosen before scoring: at most four requests sent together, so a request's TTFT waits on at most a few others'
+# prefills and is mostly the per-request path the floor stands for. On the set's 1k-prompt curves the TTFT at c4 is
+# within 1.6x of the c1 (B200 V3 160 -> 204 ms, B300 R1 76-77 -> 117-123 ms) and the model's own run 12-48% of it;
+# from c32 up it is the queue, 3-9.4x the c1 (B300 R1 c32 664-725 ms, B200 V3 c64 1,170 ms), which the served run
+# prices and whose error a floor fitted there absorbs (the V4-Flash H100 pair at c1024/c4096). Every engine has cases
+# this low (SGLang's B200 and B300, vLLM's MI355X c4, torchtpu-vllm's v7x c1); SGLang's H200 and H100 do not
+LOW_CONCURRENCY = 4
+# term family-min-floor: a family's own floor needs at least this many other published TTFTs of the family once the
+# case is left out, else the case takes its engine's. Chosen before scoring: the floor is one parameter, and fitted on
+# one or two cases it is their residual (the two DeepSeek-V4-Flash H100 runs, c1024 and c4096, each other's only
+# family case, fitted each other to the grid's 2 s end); three is the fewest where the fit is over more cases than a
+# pair and one odd run cannot set it alone. On the shipped set any N from 2 to 7 draws the same line (family sizes
+# 2, 3, 8, 10, 11, 19; the family of 3 is torchtpu-vllm's only one, its engine's fit the same cases)
+FAMILY_MIN_OTHERS = 3
+# the floor levels that fit a floor an engine x hardware, the term that asks for each, in precedence (one level
+# fits the floor: where two of these terms are ON, the first named here decides)
+FAMILY_LEVELS = (("lowc", "lowc-floor"), ("family-min", "family-min-floor"), ("hardware", "hardware-floor"))
+
+
 def floor_level(on: frozenset[str]) -> str:
-    """How finely the TTFT floor is fitted under the terms ``on``: "hardware" (term hardware-floor: one F an engine x
-    hardware), "engine" (engine-floor: one an engine), "" (floor: one for all)."""
+    """How finely the TTFT floor is fitted under the terms ``on``: "" (floor: one for all), "engine" (engine-floor:
+    one an engine), or one F an engine x hardware -- "hardware" (hardware-floor: on the family's published TTFTs),
+    "lowc" (lowc-floor: on its low-concurrency ones, ``LOW_CONCURRENCY``), "family-min" (family-min-floor: on its
+    published TTFTs where at least ``FAMILY_MIN_OTHERS`` others are left) -- each refining engine-floor, the first of
+    ``FAMILY_LEVELS`` ON deciding."""
     if "engine-floor" not in on:
         return ""
-    return "hardware" if "hardware-floor" in on else "engine"
+    return next((level for level, term in FAMILY_LEVELS if term in on), "engine")
+
+
+def floor_term(per: str) -> str:
+    """The term that fits the floor at level ``per`` (``floor_level``)."""
+    return dict(FAMILY_LEVELS).get(per) or {"engine": "engine-floor"}.get(per, "floor")
 
 
 def _floor_keys(r: Row, per: str) -> tuple[str, ...]:
     """The groups a row's floor is fitted on, the finest first ("" every case): its family, its engine, all."""
-    return {"hardware": (r.family, engine_of(r), ""), "engine": (engine_of(r), "")}.get(per, ("",))
+    if per in dict(FAMILY_LEVELS):
+        return (r.family, engine_of(r), "")
+    return {"engine": (engine_of(r), "")}.get(per, ("",))
 
 
-def _with_floor(rows: list[Row], *, per: str = "") -> list[Row]:
-    """The rows with the fitted TTFT floor: in sample F fitted on every published TTFT, held out F refitted
-    without the case (true leave-one-out: the held-out ratio never sees its own case). ``per`` "engine" (the term
-    engine-floor): F fitted on the case's own engine's TTFTs only (the per-request path -- HTTP server, tokenizer,
-    scheduler -- is the engine's); an engine with no other published TTFT takes the pooled fit. ``per`` "hardware"
-    (hardware-floor): F fitted on the case's own engine x hardware's TTFTs, a family with no other published TTFT
-    taking its engine's fit (else the pooled one)."""
+def family_rule(per: str) -> tuple[Any, int] | None:
+    """(which of a family's cases its own floor is fitted on, how many of them besides the case left out it needs)
+    at the floor level ``per``; None where the level fits no floor an engine x hardware."""
+    return {
+        "hardware": (lambda r: True, 1),
+        "lowc": (lambda r: _conc(r) <= LOW_CONCURRENCY, 1),
+        "family-min": (lambda r: True, FAMILY_MIN_OTHERS),
+    }.get(per)
+
+
+def floor_fits(rows: list[Row], per: str = "") -> tuple[dict[str, tuple[float, str]], dict[str, tuple[float, str]]]:
+    """(held out, in sample): a case's TTFT floor and the group it was fitted on (its family's label, its engine, ""
+    for all), for every row with a published TTFT. Held out: fitted on the finest group with cases other than the
+    row's own (at a family level, its family's cases of ``family_rule``, as many as it asks; else its engine's; else
+    all) -- the case itself never among them. In sample: one F a group, fitted on all its cases; a family has its own
+    only where the held-out score fitted one for a case of it (else its engine's)."""
     pairs: dict[str, tuple[float, float]] = {
         r.case: (r.ttft_model_ms, r.ttft_measured_ms)
         for r in rows
         if r.ttft_ratio is not None and r.ttft_model_ms is not None and r.ttft_measured_ms is not None
     }
+    by_case = {r.case: r for r in rows}
     keys = {r.case: _floor_keys(r, per) for r in rows}
+    rule = family_rule(per)
 
-    def fit(case: str, without: str | None) -> float:
-        for key in keys[case]:
-            mine = [v for k, v in pairs.items() if k != without and (not key or key in keys[k])]
-            if mine:
-                return fit_floor(mine)
-        return 0.0
+    def fit(case: str, without: str | None, own_family: bool = True) -> tuple[float, str]:
+        for level, key in enumerate(keys[case]):
+            family = rule is not None and level == 0
+            if family and not own_family:
+                continue
+            mine = [
+                v
+                for k, v in pairs.items()
+                if k != without and (not key or key in keys[k]) and (not family or rule[0](by_case[k]))
+            ]
+            if len(mine) >= (rule[1] if family and without is not None else 1):
+                return fit_floor(mine), key
+        return 0.0, ""
 
-    in_sample: dict[str, float] = {}  # one F a group (one in all with floor alone)
+    held = {c: fit(c, c) for c in pairs}
+    own = {key for _, key in held.values()} if rule is not None else set()
+    groups: dict[str, tuple[float, str]] = {}
+    in_sample = {}
+    for c in pairs:
+        g = keys[c][0]
+        if g not in groups:
+            groups[g] = fit(c, None, own_family=g in own)
+        in_sample[c] = groups[g]
+    return held, in_sample
+
+
+def _with_floor(rows: list[Row], *, per: str = "") -> list[Row]:
+    """The rows with the fitted TTFT floor (``floor_fits``): in sample F fitted on every published TTFT, held out F
+    refitted without the case (true leave-one-out: the held-out ratio never sees its own case). ``per`` "engine" (the
+    term engine-floor): F fitted on the case's own engine's TTFTs only (the per-request path -- HTTP server,
+    tokenizer, scheduler -- is the engine's); an engine with no other published TTFT takes the pooled fit. ``per``
+    "hardware", "lowc", "family-min" (``floor_level``): F fitted on the case's own engine x hardware's TTFTs (all of
+    them, its low-concurrency ones, or all where enough are left), a family without them taking its engine's fit
+    (else the pooled one)."""
+    held, in_sample = floor_fits(rows, per)
     out = []
     for r in rows:
-        if r.case not in pairs:
+        if r.case not in held:
             out.append(r)
             continue
-        m, y = pairs[r.case]
-        group = keys[r.case][0]
-        if group not in in_sample:
-            in_sample[group] = fit(r.case, None)
-        f_all, f_out = in_sample[group], fit(r.case, r.case)
+        m, y = r.ttft_model_ms, r.ttft_measured_ms
+        assert m is not None and y is not None
+        (f_all, group), (f_out, _) = in_sample[r.case], held[r.case]
         out.append(
             replace(
                 r,
@@ -470,6 +538,7 @@ def _with_floor(rows: list[Row], *, per: str = "") -> list[Row]:
                 held_out_ttft_ratio=(m + f_out) / y,
                 ttft_floor_ms=f_all,
                 held_out_ttft_floor_ms=f_out,
+                ttft_floor_group=group,
             )
         )
     return out
@@ -576,8 +645,12 @@ def admitted_floors(on: frozenset[str], models: Models | None = None) -> dict[st
     per = floor_level(on)
     if per == "engine":
         out |= {engine_of(r): r.ttft_floor_ms for r in rows if r.ttft_floor_ms is not None}
-    if per == "hardware":  # each family's own fit, and each engine's over its families (a family without a TTFT)
-        out |= {floor_key(r): r.ttft_floor_ms for r in rows if r.ttft_floor_ms is not None}
+    if family_rule(per) is not None:  # each family's own fit where it has one, and each engine's over its families
+        out |= {
+            floor_key(r): r.ttft_floor_ms
+            for r in rows
+            if r.ttft_floor_ms is not None and r.ttft_floor_group == r.family
+        }
         for engine in sorted({engine_of(r) for r in rows if r.ttft_floor_ms is not None}):
             out[engine] = fit_floor(
                 [
@@ -783,15 +856,20 @@ def summary(rows: list[Row], terms: frozenset[str] | None = None) -> list[str]:
     floors = [r for r in rows if r.ttft_floor_ms is not None]
     on = default_terms() if terms is None else frozenset(terms)
     per = floor_level(on)
-    group = {"hardware": lambda r: r.family, "engine": engine_of}.get(per, lambda r: "")
-    term = {"hardware": "hardware-floor", "engine": "engine-floor"}.get(per, "floor")
-    for name in sorted({group(r) for r in floors}):
-        mine = [r for r in floors if group(r) == name]
+    term, rule = floor_term(per), family_rule(per)
+    for name in sorted({r.ttft_floor_group or "" for r in floors}):
+        mine = [r for r in floors if (r.ttft_floor_group or "") == name]
         held = [r.held_out_ttft_floor_ms for r in mine if r.held_out_ttft_floor_ms is not None]
-        whose = f"{name}'s {len(mine)}" if name else f"all {len(mine)}"
+        fitted = [r for r in rows if r.ttft_ratio is not None and name in _floor_keys(r, per)]
+        if rule is not None and name in {r.family for r in fitted}:
+            fitted = [r for r in fitted if rule[0](r)]
+        low = f" low-concurrency (c <= {LOW_CONCURRENCY})" if per == "lowc" and " x " in name else ""
+        whose = f"{name}'s {len(fitted)}{low}" if name else f"all {len(fitted)}"
+        applied = f", the floor of its {len(mine)}" if len(mine) != len(fitted) else ""
         out.append(
-            f"- TTFT floor (term {term}): {mine[0].ttft_floor_ms:,.1f} ms fitted on "
-            f"{whose} published TTFTs; held out {min(held):,.1f}-{max(held):,.1f} ms"
+            f"- TTFT floor (term {term if ' x ' in name or not name or rule is None else 'engine-floor'}): "
+            f"{mine[0].ttft_floor_ms:,.1f} ms fitted on {whose} published TTFTs{applied}; held out "
+            f"{min(held):,.1f}-{max(held):,.1f} ms"
         )
     (lo, hi), _ = BANDS
     if floors:

@@ -709,6 +709,33 @@ REGISTRY: tuple[SpeedTerm, ...] = (
         "transfer, its engine's where the family has none",
         evidence=("evidence/benchmarks/deepseek-r1-fp4-sglang-b300-*.yaml",),
     ),
+    SpeedTerm(
+        name="lowc-floor",
+        title="the TTFT floor fitted on each engine x hardware's low-concurrency TTFTs (c <= 4; with engine-floor): "
+        "the per-request path where no request queues behind another's prefill",
+        phase="prefill",
+        level="served",
+        when=When(),
+        refines="engine-floor",
+        source="k3plan.app.score.floor_fits at level lowc: F fitted on the case's engine x hardware's other published "
+        "TTFTs at concurrency <= LOW_CONCURRENCY (4: above it the runs' TTFTs are their queue, which the served run "
+        "prices), applied to every case of the family; a family with none takes its engine's fit (engine-floor, "
+        "every concurrency); held out: refitted without the case. A family's own F is written to admitted.json "
+        'ttft_floor_ms as "engine x hardware" where the held-out score fitted one',
+    ),
+    SpeedTerm(
+        name="family-min-floor",
+        title="the TTFT floor fitted on each engine x hardware's TTFTs where the family has at least 3 others "
+        "(with engine-floor), else the engine's",
+        phase="prefill",
+        level="served",
+        when=When(),
+        refines="engine-floor",
+        source="k3plan.app.score.floor_fits at level family-min: hardware-floor's fit, a case taking its family's F "
+        "only where FAMILY_MIN_OTHERS (3) of the family's other published TTFTs are left once it is left out, else "
+        "its engine's (a one-parameter fit on one or two runs is their residual: the DeepSeek-V4-Flash H100 pair); "
+        "held out: refitted without the case",
+    ),
 )
 BY_NAME = {t.name: t for t in REGISTRY}
 STEP_TERMS = tuple(t for t in REGISTRY if t.level == "step")
