@@ -87,7 +87,8 @@ def test_a_served_run_says_its_pass_and_leaves_the_own_one_to_the_floor(dsv4_cas
 
 
 def test_the_commands_take_the_admitted_floor_for_sglang_only():
-    """loop_pass_s: the admitted SGLang floor for an SGLang stack with the term ON; 0 for vLLM, or with it OFF."""
+    """loop_pass_s: the admitted SGLang floor for an SGLang stack with the term ON (its engine x hardware's where the
+    admission fitted one, else the engine's); 0 for vLLM, or with it OFF."""
     from k3plan.app.setup import setup_from
     from k3plan.speed.serving import ModelAt, loop_pass_s
     from k3plan.speed.terms import default_terms, ttft_floor_s
@@ -96,7 +97,8 @@ def test_the_commands_take_the_admitted_floor_for_sglang_only():
     assert "prefill-pass" in on
     sg = setup_from(model="deepseek-v4-flash", hardware="nvidia-h200", topology="4", tp=4, ep=4, dp=1, stack="sglang")
     vl = setup_from(model="deepseek-v4-flash", hardware="nvidia-h200", topology="4", tp=4, ep=4, dp=1, stack="vllm")
-    assert loop_pass_s(ModelAt(sg, sg.hardware, evidence=None, terms=on)) == pytest.approx(ttft_floor_s("sglang"))
+    own = ttft_floor_s("sglang", "nvidia-h200")
+    assert loop_pass_s(ModelAt(sg, sg.hardware, evidence=None, terms=on)) == pytest.approx(own)
     assert loop_pass_s(ModelAt(sg, sg.hardware, evidence=None, terms=on - {"prefill-pass"})) == 0.0
     assert loop_pass_s(ModelAt(vl, vl.hardware, evidence=None, terms=on)) == 0.0
 
