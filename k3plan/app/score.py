@@ -486,6 +486,7 @@ def floor_fits(rows: list[Row], per: str = "") -> tuple[dict[str, tuple[float, s
     by_case = {r.case: r for r in rows}
     keys = {r.case: _floor_keys(r, per) for r in rows}
     rule = family_rule(per)
+    on_it, need = rule if rule is not None else (lambda r: True, 1)
 
     def fit(case: str, without: str | None, own_family: bool = True) -> tuple[float, str]:
         for level, key in enumerate(keys[case]):
@@ -495,9 +496,9 @@ def floor_fits(rows: list[Row], per: str = "") -> tuple[dict[str, tuple[float, s
             mine = [
                 v
                 for k, v in pairs.items()
-                if k != without and (not key or key in keys[k]) and (not family or rule[0](by_case[k]))
+                if k != without and (not key or key in keys[k]) and (not family or on_it(by_case[k]))
             ]
-            if len(mine) >= (rule[1] if family and without is not None else 1):
+            if len(mine) >= (need if family and without is not None else 1):
                 return fit_floor(mine), key
         return 0.0, ""
 
