@@ -229,39 +229,62 @@ def score_rows(
     rows = _score_rows(benchmarks, on, models)
     if "floor" not in on:
         return rows
-    rows = _with_floor(rows, per=floor_level(on))
+    per = floor_level(on)
+    floored = _with_floor(rows, per=per)
     if "prefill-pass" in on and "served" in on:
-        rows = _with_prefill_pass(rows, benchmarks, on, models)
-    return rows
+        level = pass_level(on)
+        passes = floored if level == per else _with_floor(rows, per=level)
+        floored = _with_prefill_pass(floored, benchmarks, on, models, passes=passes)
+    return floored
+
+
+def pass_level(on: frozenset[str]) -> str:
+    """The floor level whose floor a prefill step holds the loop for under ``on`` (term prefill-pass): the TTFT's
+    (``floor_level``), or the engine's where pass-engine-floor is ON and the TTFT's is an engine x hardware's."""
+    per = floor_level(on)
+    return "engine" if "pass-engine-floor" in on and family_rule(per) is not None else per
 
 
 def _with_prefill_pass(
-    rows: list[Row], benchmarks: tuple[ServingBenchmark, ...], on: frozenset[str], models: Models
+    rows: list[Row],
+    benchmarks: tuple[ServingBenchmark, ...],
+    on: frozenset[str],
+    models: Models,
+    passes: list[Row] | None = None,
 ) -> list[Row]:
     """The rows of the engines the term prefill-pass applies to, their runs served again with each step that
     prefills holding the loop for the case's held-out TTFT floor (fitted on the other cases' TTFTs, as
     ``_with_floor`` fitted it: the request's own run + F; an engine's floor in sample where the case publishes no
     TTFT, which then holds nothing of it): TPOT and throughput at that loop, the held-out TTFT the scheduler's
-    (its own pass is its floor), the in-sample TTFT with the in-sample floor in place of the held-out one. The
-    commands' own served runs take the admitted floor (``speed.serving.loop_pass_s``)."""
+    (its own pass is its floor), the in-sample TTFT with the in-sample floor in place of the held-out one.
+    ``passes``: the rows whose floors the loop holds (``pass_level``; None: ``rows``'), the TTFT's own floor
+    ``rows``' either way. The commands' own served runs take the admitted floor (``speed.serving.loop_pass_s``)."""
     term = BY_NAME["prefill-pass"]
     by_case = {Path(b.path).stem: b for b in benchmarks}
-    floor_of: dict[str, float] = {}
-    for r in rows:
-        if r.ttft_floor_ms is not None:
-            floor_of.setdefault(r.family, r.ttft_floor_ms)
-            floor_of.setdefault(engine_of(r), r.ttft_floor_ms)
+    held = {r.case: r for r in passes or rows}
+
+    def in_sample(rs: list[Row]) -> dict[str, float]:
+        floor_of: dict[str, float] = {}
+        for r in rs:
+            if r.ttft_floor_ms is not None:
+                floor_of.setdefault(r.family, r.ttft_floor_ms)
+                floor_of.setdefault(engine_of(r), r.ttft_floor_ms)
+        return floor_of
+
+    floor_of, pass_of = in_sample(rows), in_sample(passes or rows)
     out = []
     for r in rows:
         b = by_case[r.case]
         _, (setup, _, _) = models.setup_of(b)
         f_all = floor_of.get(r.family, floor_of.get(engine_of(r)))
         f_out = r.held_out_ttft_floor_ms if r.held_out_ttft_floor_ms is not None else f_all
-        if setup is None or f_out is None or not term.may_hold_for(setup):
+        p = held[r.case].held_out_ttft_floor_ms
+        f_pass = p if p is not None else pass_of.get(r.family, pass_of.get(engine_of(r)))
+        if setup is None or f_out is None or f_pass is None or not term.may_hold_for(setup):
             out.append(r)
             continue
         m, _, _ = models.of(b, on)
-        served, _ = _served(m, b, on, models.fit_note(b, m.setup), pass_s=f_out / 1e3)
+        served, _ = _served(m, b, on, models.fit_note(b, m.setup), pass_s=f_pass / 1e3)
         if served is None:
             out.append(r)
             continue
@@ -286,7 +309,7 @@ def _with_prefill_pass(
                 held_out_throughput_ratio=qr,
                 priced_as="; ".join(
                     x
-                    for x in (r.priced_as, f"each prefill step holds the loop {f_out:,.1f} ms (term prefill-pass)")
+                    for x in (r.priced_as, f"each prefill step holds the loop {f_pass:,.1f} ms (term prefill-pass)")
                     if x
                 ),
             )

@@ -157,3 +157,14 @@ def test_no_held_out_floor_reads_its_own_case():
             moved = [*rows[:i], replace(r, ttft_measured_ms=r.ttft_measured_ms * 7.0), *rows[i + 1 :]]
             after = {q.case: q.held_out_ttft_floor_ms for q in _with_floor(moved, per=per)}
             assert after[r.case] == before[r.case], (per, r.case)
+
+
+def test_the_loop_s_floor_is_the_engine_s_only_with_pass_engine_floor_over_a_family_floor():
+    from k3plan.app.score import pass_level
+
+    base = frozenset({"floor", "engine-floor", "prefill-pass"})
+    assert pass_level(base | {"family-min-floor"}) == "family-min"
+    assert pass_level(base | {"family-min-floor", "pass-engine-floor"}) == "engine"
+    assert pass_level(base | {"lowc-floor", "pass-engine-floor"}) == "engine"
+    assert pass_level(base | {"pass-engine-floor"}) == "engine"  # no family floor: the two floors are one
+    assert pass_level(frozenset({"floor", "prefill-pass", "pass-engine-floor"})) == ""

@@ -103,6 +103,20 @@ def test_the_commands_take_the_admitted_floor_for_sglang_only():
     assert loop_pass_s(ModelAt(vl, vl.hardware, evidence=None, terms=on)) == 0.0
 
 
+def test_pass_engine_floor_holds_the_engine_s_floor_in_the_loop_and_leaves_the_family_s_to_the_ttft():
+    """With pass-engine-floor a prefill step holds the loop for the engine's admitted floor where a family floor is
+    fitted; the TTFT's own floor stays the family's."""
+    from k3plan.app.setup import setup_from
+    from k3plan.speed.serving import ModelAt, engine_floor_s, loop_pass_s
+    from k3plan.speed.terms import default_terms, ttft_floor_s
+
+    on = default_terms() | {"prefill-pass"}
+    sg = setup_from(model="deepseek-v4-flash", hardware="nvidia-h200", topology="4", tp=4, ep=4, dp=1, stack="sglang")
+    with_it = ModelAt(sg, sg.hardware, evidence=None, terms=on | {"pass-engine-floor"})
+    assert loop_pass_s(with_it) == pytest.approx(ttft_floor_s("sglang"))
+    assert engine_floor_s(with_it)[0] == pytest.approx(ttft_floor_s("sglang", "nvidia-h200"))
+
+
 def test_the_score_applies_it_to_sglang_s_runs_only():
     """With the term, every SGLang row is served again at its held-out floor and says so; no other engine's row
     moves."""

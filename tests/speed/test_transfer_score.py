@@ -118,6 +118,7 @@ def test_a_stack_s_floor_is_its_own_else_its_launcher_s_else_the_pooled(hardware
     fitted = admitted()["ttft_floor_ms"]
     family = f"{engine} x {hardware}"  # a family floor term: the engine x hardware's own where the admission fitted one
     assert whose == (family if family in fitted else engine) and floor == ttft_floor_s(engine, hardware) > 0
+    assert stack_floor_s(s, family=False) == (ttft_floor_s(engine), engine)
     assert (engine in fitted) == ("pooled" not in floor_label(floor, whose))
     if engine not in fitted:
         assert floor == fitted["*"] / 1e3
