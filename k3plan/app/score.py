@@ -44,8 +44,8 @@ from k3plan.speed.terms import ADMITTED, BY_NAME, REGISTRY, SCORED, default_term
 
 LOO_NOTE = (
     "Leave-one-out: k3plan/speed reads no serving benchmark; the only fitted parameter is the TTFT floor (term "
-    "floor; one an engine with engine-floor), refitted without each case for its held-out ratio (the summary above "
-    "is held out)."
+    "floor; one an engine with engine-floor; one an engine x hardware with a family floor term), refitted without "
+    "each case for its held-out ratio (the summary above is held out)."
 )
 LOO_NOTE_NO_FIT = (
     "Leave-one-out: k3plan/speed reads no serving benchmark and no parameter is fitted to these cases (the fitted TTFT "
@@ -659,7 +659,8 @@ def admitted_floors(on: frozenset[str], models: Models | None = None) -> dict[st
     run does not). {} where no floor term is ON."""
     if "floor" not in on:
         return {}
-    rows = _scored(models or Models(), on)
+    models = models or Models()
+    rows = _scored(models, on)
     raw = [
         (r.ttft_model_ms - r.ttft_floor_ms, r.ttft_measured_ms)
         for r in rows
@@ -669,23 +670,16 @@ def admitted_floors(on: frozenset[str], models: Models | None = None) -> dict[st
     per = floor_level(on)
     if per == "engine":
         out |= {engine_of(r): r.ttft_floor_ms for r in rows if r.ttft_floor_ms is not None}
-    if family_rule(per) is not None:  # each family's own fit where it has one, and each engine's over its families
+    if family_rule(per) is not None:
+        # each family's own fit where the held-out score fitted one; each engine's as engine-floor fits it (every
+        # TTFT of the engine, the runs before prefill-pass serves them again), the floor its other families take
         out |= {
             floor_key(r): r.ttft_floor_ms
             for r in rows
             if r.ttft_floor_ms is not None and r.ttft_floor_group == r.family
         }
-        for engine in sorted({engine_of(r) for r in rows if r.ttft_floor_ms is not None}):
-            out[engine] = fit_floor(
-                [
-                    (r.ttft_model_ms - r.ttft_floor_ms, r.ttft_measured_ms)
-                    for r in rows
-                    if engine_of(r) == engine
-                    and r.ttft_floor_ms is not None
-                    and r.ttft_model_ms is not None
-                    and r.ttft_measured_ms is not None
-                ]
-            )
+        engines = _with_floor(_score_rows(load_benchmarks(), on, models), per="engine")
+        out |= {engine_of(r): r.ttft_floor_ms for r in engines if r.ttft_floor_ms is not None}
     return dict(sorted(out.items()))
 
 
@@ -889,7 +883,7 @@ def summary(rows: list[Row], terms: frozenset[str] | None = None) -> list[str]:
             fitted = [r for r in fitted if rule[0](r)]
         low = f" low-concurrency (c <= {LOW_CONCURRENCY})" if per == "lowc" and " x " in name else ""
         whose = f"{name}'s {len(fitted)}{low}" if name else f"all {len(fitted)}"
-        applied = f", the floor of its {len(mine)}" if len(mine) != len(fitted) else ""
+        applied = f", the floor of the {len(mine)} whose family has none of its own" if len(mine) != len(fitted) else ""
         out.append(
             f"- TTFT floor (term {term if ' x ' in name or not name or rule is None else 'engine-floor'}): "
             f"{mine[0].ttft_floor_ms:,.1f} ms fitted on {whose} published TTFTs{applied}; held out "
