@@ -44,8 +44,8 @@ from k3plan.speed.terms import ADMITTED, BY_NAME, REGISTRY, SCORED, default_term
 
 LOO_NOTE = (
     "Leave-one-out: k3plan/speed reads no serving benchmark; the only fitted parameter is the TTFT floor (term "
-    "floor; one an engine with engine-floor), refitted without each case for its held-out ratio (the summary above "
-    "is held out)."
+    "floor; one an engine with engine-floor; one an engine x hardware with a family floor term), refitted without "
+    "each case for its held-out ratio (the summary above is held out)."
 )
 LOO_NOTE_NO_FIT = (
     "Leave-one-out: k3plan/speed reads no serving benchmark and no parameter is fitted to these cases (the fitted TTFT "
@@ -83,6 +83,8 @@ class Row:
     throughput_measured_tok_s: float | None = None
     throughput_ratio: float | None = None
     held_out_throughput_ratio: float | None = None  # nothing fitted to throughput: equal to throughput_ratio
+    # the group the in-sample floor was fitted on: the family's label (engine x hardware), the engine, "" all cases
+    ttft_floor_group: str | None = None
 
 
 def _family(b: ServingBenchmark) -> str:
@@ -234,39 +236,62 @@ def score_rows(
     rows = _score_rows(benchmarks, on, models)
     if "floor" not in on:
         return rows
-    rows = _with_floor(rows, per=floor_level(on))
+    per = floor_level(on)
+    floored = _with_floor(rows, per=per)
     if "prefill-pass" in on and "served" in on:
-        rows = _with_prefill_pass(rows, benchmarks, on, models)
-    return rows
+        level = pass_level(on)
+        passes = floored if level == per else _with_floor(rows, per=level)
+        floored = _with_prefill_pass(floored, benchmarks, on, models, passes=passes)
+    return floored
+
+
+def pass_level(on: frozenset[str]) -> str:
+    """The floor level whose floor a prefill step holds the loop for under ``on`` (term prefill-pass): the TTFT's
+    (``floor_level``), or the engine's where pass-engine-floor is ON and the TTFT's is an engine x hardware's."""
+    per = floor_level(on)
+    return "engine" if "pass-engine-floor" in on and family_rule(per) is not None else per
 
 
 def _with_prefill_pass(
-    rows: list[Row], benchmarks: tuple[ServingBenchmark, ...], on: frozenset[str], models: Models
+    rows: list[Row],
+    benchmarks: tuple[ServingBenchmark, ...],
+    on: frozenset[str],
+    models: Models,
+    passes: list[Row] | None = None,
 ) -> list[Row]:
     """The rows of the engines the term prefill-pass applies to, their runs served again with each step that
     prefills holding the loop for the case's held-out TTFT floor (fitted on the other cases' TTFTs, as
     ``_with_floor`` fitted it: the request's own run + F; an engine's floor in sample where the case publishes no
     TTFT, which then holds nothing of it): TPOT and throughput at that loop, the held-out TTFT the scheduler's
-    (its own pass is its floor), the in-sample TTFT with the in-sample floor in place of the held-out one. The
-    commands' own served runs take the admitted floor (``speed.serving.loop_pass_s``)."""
+    (its own pass is its floor), the in-sample TTFT with the in-sample floor in place of the held-out one.
+    ``passes``: the rows whose floors the loop holds (``pass_level``; None: ``rows``'), the TTFT's own floor
+    ``rows``' either way. The commands' own served runs take the admitted floor (``speed.serving.loop_pass_s``)."""
     term = BY_NAME["prefill-pass"]
     by_case = {Path(b.path).stem: b for b in benchmarks}
-    floor_of: dict[str, float] = {}
-    for r in rows:
-        if r.ttft_floor_ms is not None:
-            floor_of.setdefault(r.family, r.ttft_floor_ms)
-            floor_of.setdefault(engine_of(r), r.ttft_floor_ms)
+    held = {r.case: r for r in passes or rows}
+
+    def in_sample(rs: list[Row]) -> dict[str, float]:
+        floor_of: dict[str, float] = {}
+        for r in rs:
+            if r.ttft_floor_ms is not None:
+                floor_of.setdefault(r.family, r.ttft_floor_ms)
+                floor_of.setdefault(engine_of(r), r.ttft_floor_ms)
+        return floor_of
+
+    floor_of, pass_of = in_sample(rows), in_sample(passes or rows)
     out = []
     for r in rows:
         b = by_case[r.case]
         _, (setup, _, _) = models.setup_of(b)
         f_all = floor_of.get(r.family, floor_of.get(engine_of(r)))
         f_out = r.held_out_ttft_floor_ms if r.held_out_ttft_floor_ms is not None else f_all
-        if setup is None or f_out is None or not term.may_hold_for(setup):
+        p = held[r.case].held_out_ttft_floor_ms
+        f_pass = p if p is not None else pass_of.get(r.family, pass_of.get(engine_of(r)))
+        if setup is None or f_out is None or f_pass is None or not term.may_hold_for(setup):
             out.append(r)
             continue
         m, _, _ = models.of(b, on)
-        served, _ = _served(m, b, on, models.fit_note(b, m.setup), pass_s=f_out / 1e3)
+        served, _ = _served(m, b, on, models.fit_note(b, m.setup), pass_s=f_pass / 1e3)
         if served is None:
             out.append(r)
             continue
@@ -291,7 +316,7 @@ def _with_prefill_pass(
                 held_out_throughput_ratio=qr,
                 priced_as="; ".join(
                     x
-                    for x in (r.priced_as, f"each prefill step holds the loop {f_out:,.1f} ms (term prefill-pass)")
+                    for x in (r.priced_as, f"each prefill step holds the loop {f_pass:,.1f} ms (term prefill-pass)")
                     if x
                 ),
             )
@@ -424,51 +449,118 @@ def floor_key(r: Row) -> str:
     return f"{engine_of(r)} x {hardware_of(r)}"
 
 
+# term lowc-floor: the concurrency at or below which a published TTFT is "low" -- the cases a family's floor is fitted
+# on -- chosen before scoring: at most four requests sent together, so a request's TTFT waits on at most a few others'
+# prefills and is mostly the per-request path the floor stands for. On the set's 1k-prompt curves the TTFT at c4 is
+# within 1.6x of the c1 (B200 V3 160 -> 204 ms, B300 R1 76-77 -> 117-123 ms) and the model's own run 12-48% of it;
+# from c32 up it is the queue, 3-9.4x the c1 (B300 R1 c32 664-725 ms, B200 V3 c64 1,170 ms), which the served run
+# prices and whose error a floor fitted there absorbs (the V4-Flash H100 pair at c1024/c4096). Every engine has cases
+# this low (SGLang's B200 and B300, vLLM's MI355X c4, torchtpu-vllm's v7x c1); SGLang's H200 and H100 do not
+LOW_CONCURRENCY = 4
+# term family-min-floor: a family's own floor needs at least this many other published TTFTs of the family once the
+# case is left out, else the case takes its engine's. Chosen before scoring: the floor is one parameter, and fitted on
+# one or two cases it is their residual (the two DeepSeek-V4-Flash H100 runs, c1024 and c4096, each other's only
+# family case, fitted each other to the grid's 2 s end); three is the fewest where the fit is over more cases than a
+# pair and one odd run cannot set it alone. On the shipped set any N from 2 to 7 draws the same line (family sizes
+# 2, 3, 8, 10, 11, 19; the family of 3 is torchtpu-vllm's only one, its engine's fit the same cases)
+FAMILY_MIN_OTHERS = 3
+# the floor levels that fit a floor an engine x hardware, the term that asks for each, in precedence (one level
+# fits the floor: where two of these terms are ON, the first named here decides)
+FAMILY_LEVELS = (("lowc", "lowc-floor"), ("family-min", "family-min-floor"), ("hardware", "hardware-floor"))
+
+
 def floor_level(on: frozenset[str]) -> str:
-    """How finely the TTFT floor is fitted under the terms ``on``: "hardware" (term hardware-floor: one F an engine x
-    hardware), "engine" (engine-floor: one an engine), "" (floor: one for all)."""
+    """How finely the TTFT floor is fitted under the terms ``on``: "" (floor: one for all), "engine" (engine-floor:
+    one an engine), or one F an engine x hardware -- "hardware" (hardware-floor: on the family's published TTFTs),
+    "lowc" (lowc-floor: on its low-concurrency ones, ``LOW_CONCURRENCY``), "family-min" (family-min-floor: on its
+    published TTFTs where at least ``FAMILY_MIN_OTHERS`` others are left) -- each refining engine-floor, the first of
+    ``FAMILY_LEVELS`` ON deciding."""
     if "engine-floor" not in on:
         return ""
-    return "hardware" if "hardware-floor" in on else "engine"
+    return next((level for level, term in FAMILY_LEVELS if term in on), "engine")
+
+
+def floor_term(per: str) -> str:
+    """The term that fits the floor at level ``per`` (``floor_level``)."""
+    return dict(FAMILY_LEVELS).get(per) or {"engine": "engine-floor"}.get(per, "floor")
 
 
 def _floor_keys(r: Row, per: str) -> tuple[str, ...]:
     """The groups a row's floor is fitted on, the finest first ("" every case): its family, its engine, all."""
-    return {"hardware": (r.family, engine_of(r), ""), "engine": (engine_of(r), "")}.get(per, ("",))
+    if per in dict(FAMILY_LEVELS):
+        return (r.family, engine_of(r), "")
+    return {"engine": (engine_of(r), "")}.get(per, ("",))
 
 
-def _with_floor(rows: list[Row], *, per: str = "") -> list[Row]:
-    """The rows with the fitted TTFT floor: in sample F fitted on every published TTFT, held out F refitted
-    without the case (true leave-one-out: the held-out ratio never sees its own case). ``per`` "engine" (the term
-    engine-floor): F fitted on the case's own engine's TTFTs only (the per-request path -- HTTP server, tokenizer,
-    scheduler -- is the engine's); an engine with no other published TTFT takes the pooled fit. ``per`` "hardware"
-    (hardware-floor): F fitted on the case's own engine x hardware's TTFTs, a family with no other published TTFT
-    taking its engine's fit (else the pooled one)."""
+def family_rule(per: str) -> tuple[Any, int] | None:
+    """(which of a family's cases its own floor is fitted on, how many of them besides the case left out it needs)
+    at the floor level ``per``; None where the level fits no floor an engine x hardware."""
+    return {
+        "hardware": (lambda r: True, 1),
+        "lowc": (lambda r: _conc(r) <= LOW_CONCURRENCY, 1),
+        "family-min": (lambda r: True, FAMILY_MIN_OTHERS),
+    }.get(per)
+
+
+def floor_fits(rows: list[Row], per: str = "") -> tuple[dict[str, tuple[float, str]], dict[str, tuple[float, str]]]:
+    """(held out, in sample): a case's TTFT floor and the group it was fitted on (its family's label, its engine, ""
+    for all), for every row with a published TTFT. Held out: fitted on the finest group with cases other than the
+    row's own (at a family level, its family's cases of ``family_rule``, as many as it asks; else its engine's; else
+    all) -- the case itself never among them. In sample: one F a group, fitted on all its cases; a family has its own
+    only where the held-out score fitted one for a case of it (else its engine's)."""
     pairs: dict[str, tuple[float, float]] = {
         r.case: (r.ttft_model_ms, r.ttft_measured_ms)
         for r in rows
         if r.ttft_ratio is not None and r.ttft_model_ms is not None and r.ttft_measured_ms is not None
     }
+    by_case = {r.case: r for r in rows}
     keys = {r.case: _floor_keys(r, per) for r in rows}
+    rule = family_rule(per)
+    on_it, need = rule if rule is not None else (lambda r: True, 1)
 
-    def fit(case: str, without: str | None) -> float:
-        for key in keys[case]:
-            mine = [v for k, v in pairs.items() if k != without and (not key or key in keys[k])]
-            if mine:
-                return fit_floor(mine)
-        return 0.0
+    def fit(case: str, without: str | None, own_family: bool = True) -> tuple[float, str]:
+        for level, key in enumerate(keys[case]):
+            family = rule is not None and level == 0
+            if family and not own_family:
+                continue
+            mine = [
+                v
+                for k, v in pairs.items()
+                if k != without and (not key or key in keys[k]) and (not family or on_it(by_case[k]))
+            ]
+            if len(mine) >= (need if family and without is not None else 1):
+                return fit_floor(mine), key
+        return 0.0, ""
 
-    in_sample: dict[str, float] = {}  # one F a group (one in all with floor alone)
+    held = {c: fit(c, c) for c in pairs}
+    own = {key for _, key in held.values()} if rule is not None else set()
+    groups: dict[str, tuple[float, str]] = {}
+    in_sample = {}
+    for c in pairs:
+        g = keys[c][0]
+        if g not in groups:
+            groups[g] = fit(c, None, own_family=g in own)
+        in_sample[c] = groups[g]
+    return held, in_sample
+
+
+def _with_floor(rows: list[Row], *, per: str = "") -> list[Row]:
+    """The rows with the fitted TTFT floor (``floor_fits``): in sample F fitted on every published TTFT, held out F
+    refitted without the case (true leave-one-out: the held-out ratio never sees its own case). ``per`` "engine" (the
+    term engine-floor): F fitted on the case's own engine's TTFTs only (the per-request path -- HTTP server,
+    tokenizer, scheduler -- is the engine's); an engine with no other published TTFT takes the pooled fit. ``per``
+    "hardware", "lowc", "family-min" (``floor_level``): F fitted on the case's own engine x hardware's TTFTs (all of
+    them, its low-concurrency ones, or all where enough are left), a family without them taking its engine's fit
+    (else the pooled one)."""
+    held, in_sample = floor_fits(rows, per)
     out = []
     for r in rows:
-        if r.case not in pairs:
+        if r.case not in held:
             out.append(r)
             continue
-        m, y = pairs[r.case]
-        group = keys[r.case][0]
-        if group not in in_sample:
-            in_sample[group] = fit(r.case, None)
-        f_all, f_out = in_sample[group], fit(r.case, r.case)
+        m, y = r.ttft_model_ms, r.ttft_measured_ms
+        assert m is not None and y is not None
+        (f_all, group), (f_out, _) = in_sample[r.case], held[r.case]
         out.append(
             replace(
                 r,
@@ -477,6 +569,7 @@ def _with_floor(rows: list[Row], *, per: str = "") -> list[Row]:
                 held_out_ttft_ratio=(m + f_out) / y,
                 ttft_floor_ms=f_all,
                 held_out_ttft_floor_ms=f_out,
+                ttft_floor_group=group,
             )
         )
     return out
@@ -573,7 +666,8 @@ def admitted_floors(on: frozenset[str], models: Models | None = None) -> dict[st
     run does not). {} where no floor term is ON."""
     if "floor" not in on:
         return {}
-    rows = _scored(models or Models(), on)
+    models = models or Models()
+    rows = _scored(models, on)
     raw = [
         (r.ttft_model_ms - r.ttft_floor_ms, r.ttft_measured_ms)
         for r in rows
@@ -583,19 +677,16 @@ def admitted_floors(on: frozenset[str], models: Models | None = None) -> dict[st
     per = floor_level(on)
     if per == "engine":
         out |= {engine_of(r): r.ttft_floor_ms for r in rows if r.ttft_floor_ms is not None}
-    if per == "hardware":  # each family's own fit, and each engine's over its families (a family without a TTFT)
-        out |= {floor_key(r): r.ttft_floor_ms for r in rows if r.ttft_floor_ms is not None}
-        for engine in sorted({engine_of(r) for r in rows if r.ttft_floor_ms is not None}):
-            out[engine] = fit_floor(
-                [
-                    (r.ttft_model_ms - r.ttft_floor_ms, r.ttft_measured_ms)
-                    for r in rows
-                    if engine_of(r) == engine
-                    and r.ttft_floor_ms is not None
-                    and r.ttft_model_ms is not None
-                    and r.ttft_measured_ms is not None
-                ]
-            )
+    if family_rule(per) is not None:
+        # each family's own fit where the held-out score fitted one; each engine's as engine-floor fits it (every
+        # TTFT of the engine, the runs before prefill-pass serves them again), the floor its other families take
+        out |= {
+            floor_key(r): r.ttft_floor_ms
+            for r in rows
+            if r.ttft_floor_ms is not None and r.ttft_floor_group == r.family
+        }
+        engines = _with_floor(_score_rows(load_benchmarks(), on, models), per="engine")
+        out |= {engine_of(r): r.ttft_floor_ms for r in engines if r.ttft_floor_ms is not None}
     return dict(sorted(out.items()))
 
 
@@ -790,15 +881,20 @@ def summary(rows: list[Row], terms: frozenset[str] | None = None) -> list[str]:
     floors = [r for r in rows if r.ttft_floor_ms is not None]
     on = default_terms() if terms is None else frozenset(terms)
     per = floor_level(on)
-    group = {"hardware": lambda r: r.family, "engine": engine_of}.get(per, lambda r: "")
-    term = {"hardware": "hardware-floor", "engine": "engine-floor"}.get(per, "floor")
-    for name in sorted({group(r) for r in floors}):
-        mine = [r for r in floors if group(r) == name]
+    term, rule = floor_term(per), family_rule(per)
+    for name in sorted({r.ttft_floor_group or "" for r in floors}):
+        mine = [r for r in floors if (r.ttft_floor_group or "") == name]
         held = [r.held_out_ttft_floor_ms for r in mine if r.held_out_ttft_floor_ms is not None]
-        whose = f"{name}'s {len(mine)}" if name else f"all {len(mine)}"
+        fitted = [r for r in rows if r.ttft_ratio is not None and name in _floor_keys(r, per)]
+        if rule is not None and name in {r.family for r in fitted}:
+            fitted = [r for r in fitted if rule[0](r)]
+        low = f" low-concurrency (c <= {LOW_CONCURRENCY})" if per == "lowc" and " x " in name else ""
+        whose = f"{name}'s {len(fitted)}{low}" if name else f"all {len(fitted)}"
+        applied = f", the floor of the {len(mine)} whose family has none of its own" if len(mine) != len(fitted) else ""
         out.append(
-            f"- TTFT floor (term {term}): {mine[0].ttft_floor_ms:,.1f} ms fitted on "
-            f"{whose} published TTFTs; held out {min(held):,.1f}-{max(held):,.1f} ms"
+            f"- TTFT floor (term {term if ' x ' in name or not name or rule is None else 'engine-floor'}): "
+            f"{mine[0].ttft_floor_ms:,.1f} ms fitted on {whose} published TTFTs{applied}; held out "
+            f"{min(held):,.1f}-{max(held):,.1f} ms"
         )
     (lo, hi), _ = BANDS
     if floors:

@@ -218,15 +218,16 @@ def _band(*figures: float) -> tuple[float, float]:
     return (min(figures), max(figures))
 
 
-def engine_floor_s(model: ModelAt) -> tuple[float, str]:
+def engine_floor_s(model: ModelAt, *, family: bool = True) -> tuple[float, str]:
     """(the admitted TTFT floor of the engine that runs ``model``'s stack, that engine): what every measured TTFT holds
     beyond the model's run -- the per-request path, HTTP server, tokenizer, scheduler (terms floor / engine-floor,
     fitted by the admission on the published TTFTs: ``speed.terms.ttft_floor_s``; the pooled fit for an engine with
-    none). (0, "") where no floor term is ON."""
-    return stack_floor_s(model.setup, model.on)
+    none). (0, "") where no floor term is ON. ``family``: the engine x hardware's own floor where the admission
+    fitted one (a family floor term: hardware-floor, lowc-floor, family-min-floor), else the engine's."""
+    return stack_floor_s(model.setup, model.on, family=family)
 
 
-def stack_floor_s(setup: Any, on: frozenset[str] | None = None) -> tuple[float, str]:
+def stack_floor_s(setup: Any, on: frozenset[str] | None = None, *, family: bool = True) -> tuple[float, str]:
     """``engine_floor_s`` for ``setup``'s stack under the terms ``on`` (None: the admitted ones), where no ModelAt
     is at hand (roofline's comparison when no benchmark speaks)."""
     from k3plan.engines.flags import launcher_of
@@ -241,8 +242,8 @@ def stack_floor_s(setup: Any, on: frozenset[str] | None = None) -> tuple[float, 
         # floor is): dp-attention by SGLang's on a GPU, by vLLM's on a TPU (Engine.launcher_on)
         launcher = launcher_of(engine, setup.hardware.kind)
         engine = launcher if launcher in fitted else engine
-    hardware = setup.hardware.name  # term hardware-floor: the family's own floor where the admission fitted one
-    if f"{engine} x {hardware}" in fitted:
+    hardware = setup.hardware.name  # a family floor term: the family's own floor where the admission fitted one
+    if family and f"{engine} x {hardware}" in fitted:
         return ttft_floor_s(engine, hardware), f"{engine} x {hardware}"
     return ttft_floor_s(engine), engine
 
@@ -266,13 +267,14 @@ def loop_pass_s(model: ModelAt) -> float:
     and applies to the stack): the engine's admitted TTFT floor (``engine_floor_s``). SGLang runs a prefill batch
     as a step of its own, and the fixed part of a TTFT is spent inside that step, not beside the loop: its
     DeepSeek-V4 prefill runs without a CUDA graph (the model is on SGLang's piecewise-CUDA-graph blacklist), so each
-    prefill launches its kernels from the host. 0 where the term is OFF or does not apply."""
+    prefill launches its kernels from the host. 0 where the term is OFF or does not apply. With the term
+    pass-engine-floor the engine's floor, not its engine x hardware's (the family's floor in the TTFT alone)."""
     from k3plan.speed.terms import BY_NAME
 
     term = BY_NAME["prefill-pass"]
     if term.name not in model.on or not term.may_hold_for(model.setup):
         return 0.0
-    return engine_floor_s(model)[0]
+    return engine_floor_s(model, family="pass-engine-floor" not in model.on)[0]
 
 
 def _no_benchmark(

@@ -709,6 +709,81 @@ REGISTRY: tuple[SpeedTerm, ...] = (
         "transfer, its engine's where the family has none",
         evidence=("evidence/benchmarks/deepseek-r1-fp4-sglang-b300-*.yaml",),
     ),
+    # lowc-floor, off (held out, within 0.67-1.5x, within 0.5-2x, mean |ln ratio|; without -> with):
+    #   against the set admitted before it (engine-floor the finest floor):
+    #     TPOT 55/58, 58/58, 0.112 -> 55/58, 58/58, 0.115 | TTFT 31/53, 48/53, 0.322 -> 40/53, 49/53, 0.274 |
+    #     throughput 45/48, 48/48, 0.129 -> 45/48, 48/48, 0.130 | together 131/159, 154/159, 0.187 -> 140/159, 155/159,
+    #     0.172
+    #   against the admitted set (family-min-floor ON; admitted.json's row): together 145/159, 156/159, 0.146 ->
+    #     140/159, 155/159, 0.172 (TPOT 0.106 -> 0.115, TTFT 0.214 -> 0.274, throughput 0.118 -> 0.130)
+    #   moved most: SGLang B300 R1 FP4 c1-c8 TTFT 1.54-2.14x -> 0.90-1.17x (held-out floor 137-141.5 -> 62.5-67 ms);
+    #   SGLang B200 V3 1k c1/c2 0.94x/1.01x -> 1.49x (its low-concurrency fit, 217.5-220 ms, pulled up by the 8k c1/c2
+    #   runs' 314-484 ms); vLLM MI355X c4 1.01-1.03x -> 1.23-1.27x; Kimi-K3 B300 1.01-1.04x -> 0.83-0.85x. It loses to
+    #   family-min-floor on the families with no run at c <= 4: SGLang's H200 keeps the engine's floor (DeepSeek-V3
+    #   TTFT 0.55-0.73x, V4 TPOT 0.54-0.75x), where its own 278 ms moves them to 0.93-1.11x and 0.67-1.17x
+    SpeedTerm(
+        name="lowc-floor",
+        title="the TTFT floor fitted on each engine x hardware's low-concurrency TTFTs (c <= 4; with engine-floor): "
+        "the per-request path where no request queues behind another's prefill",
+        phase="prefill",
+        level="served",
+        when=When(),
+        refines="engine-floor",
+        source="k3plan.app.score.floor_fits at level lowc: F fitted on the case's engine x hardware's other published "
+        "TTFTs at concurrency <= LOW_CONCURRENCY (4: above it the runs' TTFTs are their queue, which the served run "
+        "prices), applied to every case of the family; a family with none takes its engine's fit (engine-floor, "
+        "every concurrency); held out: refitted without the case. A family's own F is written to admitted.json "
+        'ttft_floor_ms as "engine x hardware" where the held-out score fitted one',
+    ),
+    # family-min-floor, ON (without -> with, against the set admitted before it):
+    #     TPOT 55/58, 58/58, 0.112 -> 56/58, 58/58, 0.106 | TTFT 31/53, 48/53, 0.322 -> 44/53, 50/53, 0.214 |
+    #     throughput 45/48, 48/48, 0.129 -> 45/48, 48/48, 0.118 | together 131/159, 154/159, 0.187 -> 145/159, 156/159,
+    #     0.146
+    #   moved most: SGLang H200 V3 c8-c32 TTFT 0.55-0.59x -> 0.93-1.02x and V4-Flash c1024 0.65x -> 1.01x (the family's
+    #   278 ms); B300 R1 FP4 c1-c8 1.54-2.14x -> 0.99-1.30x (73-77 ms); through prefill-pass V4-Pro H200 TPOT
+    #   0.54-0.55x -> 0.67-0.68x (throughput 1.95x -> 1.59x) and V4-Flash H200 0.75x -> 1.17x. Worse: B200 V3 1k c1/c2
+    #   TTFT 0.94x/1.01x -> 1.54x/1.53x (the B200 family's 225.5-227.5 ms, its 8k and c64 runs in it), H200 V3 c64 TPOT
+    #   0.95x -> 1.21x, Kimi-K3 B300 c1 TTFT 1.01-1.04x -> 0.85-0.87x. The H100 V4-Flash pair takes SGLang's floor.
+    SpeedTerm(
+        name="family-min-floor",
+        title="the TTFT floor fitted on each engine x hardware's TTFTs where the family has at least 3 others "
+        "(with engine-floor), else the engine's",
+        phase="prefill",
+        level="served",
+        when=When(),
+        refines="engine-floor",
+        source="k3plan.app.score.floor_fits at level family-min: hardware-floor's fit, a case taking its family's F "
+        "only where FAMILY_MIN_OTHERS (3) of the family's other published TTFTs are left once it is left out, else "
+        "its engine's (a one-parameter fit on one or two runs is their residual: the DeepSeek-V4-Flash H100 pair); "
+        "held out: refitted without the case",
+    ),
+    # pass-engine-floor, off (without -> with, against the admitted set, family-min-floor ON):
+    #     TPOT 56/58, 58/58, 0.106 -> 55/58, 58/58, 0.112 | TTFT 44/53, 50/53, 0.214 -> 42/53, 49/53, 0.222 |
+    #     throughput 45/48, 48/48, 0.118 -> 45/48, 48/48, 0.129 | together 145/159, 156/159, 0.146 -> 142/159, 155/159,
+    #     0.154
+    #   moved most: SGLang H200 V4-Flash c1024 TTFT 1.01x -> 0.65x and TPOT 1.17x -> 0.75x, V4-Pro TPOT 0.67-0.68x ->
+    #   0.54-0.55x (throughput 1.59x -> 1.96x). Better: H200 V3 c64 TPOT 1.21x -> 0.95x, Kimi-K3 B300 c16/c64 TTFT
+    #   0.71-0.84x -> 0.77-0.92x, B300 R1 and B200 V3 c16-c32 TPOT and throughput from 0.94-1.08x to 1.00x (B300's
+    #   73 ms held is short of what its loop holds, H200's 278 ms is not). With hardware-floor in place of
+    #   family-min-floor it takes together 0.207 -> 0.154: hardware-floor's loss was its two-case H100 floor held in
+    #   every prefill step
+    SpeedTerm(
+        name="pass-engine-floor",
+        title="each step that prefills holds the loop for the engine's TTFT floor, not its engine x hardware's (with "
+        "prefill-pass and a family floor term: the family's floor in the TTFT alone)",
+        phase="both",
+        level="served",
+        when=When(stacks=sglang.STACKS),
+        refines="prefill-pass",
+        source=(
+            "k3plan.app.score.pass_level, speed.serving.loop_pass_s: SGLang's HTTP server and TokenizerManager run "
+            "in the main process and its DetokenizerManager in a subprocess of its own, apart from the scheduler's "
+            "loop (sgl-project/sglang@001067ff python/sglang/srt/entrypoints/engine.py class Engine: 'The HTTP "
+            "server, Engine, and TokenizerManager all run in the main process'), so a TTFT's fixed part is not all "
+            "spent where the decode batch waits; the term asks whether what a family's floor adds to its engine's is "
+            "spent there (priced only where a family floor is fitted: else the two floors are one)"
+        ),
+    ),
 )
 BY_NAME = {t.name: t for t in REGISTRY}
 STEP_TERMS = tuple(t for t in REGISTRY if t.level == "step")

@@ -63,10 +63,12 @@ def rows_with_floor():
 
 def test_the_floor_is_refitted_without_each_case():
     """True leave-one-out: the held-out floor of a case is the one fitted on the others, never on itself -- its own
-    engine's others where engine-floor is ON, its engine x hardware's (else its engine's) where hardware-floor is. The floor is fitted on the request's own run + F (the rows before the
+    engine's others where engine-floor is ON, its engine x hardware's (else its engine's) where a family floor term is
+    (hardware-floor, lowc-floor, family-min-floor: the family's cases and count it asks for). The floor is fitted on
+    the request's own run + F (the rows before the
     term prefill-pass serves SGLang's runs again with each prefill step holding the case's held-out F), so the pairs
     are those rows'; the rows scored keep the floors fitted there."""
-    from k3plan.app.score import engine_of, floor_level
+    from k3plan.app.score import engine_of, family_rule, floor_level
     from k3plan.speed.terms import default_terms
 
     fitted_on = {
@@ -77,13 +79,15 @@ def test_the_floor_is_refitted_without_each_case():
     with_floor = [r for r in rows_with_floor() if r.ttft_floor_ms is not None]
     assert len(with_floor) >= 10 and {r.case for r in with_floor} == set(fitted_on)
     per = floor_level(default_terms())
-    groups = {"hardware": (lambda q: q.family, engine_of), "engine": (engine_of,)}.get(per, ())
+    rule = family_rule(per)  # a family floor: which of the family's cases, and how many besides the one left out
+    groups = (lambda q: q.family, engine_of) if rule else (engine_of,) if per == "engine" else ()
     for r in with_floor:
         pairs = [(q, (q.ttft_model_ms - q.ttft_floor_ms, q.ttft_measured_ms)) for q in fitted_on.values()]
         others = [v for q, v in pairs if q.case != r.case]
-        for group in groups:  # the finest group with another published TTFT (family, engine), else all
-            mine = [v for q, v in pairs if q.case != r.case and group(q) == group(r)]
-            if mine:
+        for i, group in enumerate(groups):  # the finest group with enough other published TTFTs, else all
+            family = rule is not None and i == 0
+            mine = [v for q, v in pairs if q.case != r.case and group(q) == group(r) and (not family or rule[0](q))]
+            if len(mine) >= (rule[1] if family else 1):
                 others = mine
                 break
         assert r.held_out_ttft_floor_ms == SCORE.fit_floor(others)

@@ -87,7 +87,8 @@ def test_a_served_run_says_its_pass_and_leaves_the_own_one_to_the_floor(dsv4_cas
 
 
 def test_the_commands_take_the_admitted_floor_for_sglang_only():
-    """loop_pass_s: the admitted SGLang floor for an SGLang stack with the term ON; 0 for vLLM, or with it OFF."""
+    """loop_pass_s: the admitted SGLang floor for an SGLang stack with the term ON (its engine x hardware's where the
+    admission fitted one, else the engine's); 0 for vLLM, or with it OFF."""
     from k3plan.app.setup import setup_from
     from k3plan.speed.serving import ModelAt, loop_pass_s
     from k3plan.speed.terms import default_terms, ttft_floor_s
@@ -96,9 +97,24 @@ def test_the_commands_take_the_admitted_floor_for_sglang_only():
     assert "prefill-pass" in on
     sg = setup_from(model="deepseek-v4-flash", hardware="nvidia-h200", topology="4", tp=4, ep=4, dp=1, stack="sglang")
     vl = setup_from(model="deepseek-v4-flash", hardware="nvidia-h200", topology="4", tp=4, ep=4, dp=1, stack="vllm")
-    assert loop_pass_s(ModelAt(sg, sg.hardware, evidence=None, terms=on)) == pytest.approx(ttft_floor_s("sglang"))
+    own = ttft_floor_s("sglang", "nvidia-h200")
+    assert loop_pass_s(ModelAt(sg, sg.hardware, evidence=None, terms=on)) == pytest.approx(own)
     assert loop_pass_s(ModelAt(sg, sg.hardware, evidence=None, terms=on - {"prefill-pass"})) == 0.0
     assert loop_pass_s(ModelAt(vl, vl.hardware, evidence=None, terms=on)) == 0.0
+
+
+def test_pass_engine_floor_holds_the_engine_s_floor_in_the_loop_and_leaves_the_family_s_to_the_ttft():
+    """With pass-engine-floor a prefill step holds the loop for the engine's admitted floor where a family floor is
+    fitted; the TTFT's own floor stays the family's."""
+    from k3plan.app.setup import setup_from
+    from k3plan.speed.serving import ModelAt, engine_floor_s, loop_pass_s
+    from k3plan.speed.terms import default_terms, ttft_floor_s
+
+    on = default_terms() | {"prefill-pass"}
+    sg = setup_from(model="deepseek-v4-flash", hardware="nvidia-h200", topology="4", tp=4, ep=4, dp=1, stack="sglang")
+    with_it = ModelAt(sg, sg.hardware, evidence=None, terms=on | {"pass-engine-floor"})
+    assert loop_pass_s(with_it) == pytest.approx(ttft_floor_s("sglang"))
+    assert engine_floor_s(with_it)[0] == pytest.approx(ttft_floor_s("sglang", "nvidia-h200"))
 
 
 def test_the_score_applies_it_to_sglang_s_runs_only():
