@@ -686,7 +686,9 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         draft=None if served is None else served.draft,
         vendor=hw.vendor,
         vocab_size=spec.vocab_size,
-        cudagraph=_cudagraph(served, result, dsv4=spec.dsv4 is not None, vendor=hw.vendor),
+        cudagraph=_cudagraph(
+            served, result, dsv4=spec.dsv4 is not None, vendor=hw.vendor, release=_release(served, st.name, hw.kind)
+        ),
         backend_refusal=_backend_refusal(
             served, dsv4=spec.dsv4 is not None, hardware=hw.name, vendor=hw.vendor, setup=setup
         ),
@@ -761,7 +763,7 @@ def _backend_refusal(served, *, dsv4: bool, hardware: str, vendor: str, setup: S
     return start_error(served.attention, has_indexer=dsv4, hardware=hardware)
 
 
-def _cudagraph(served, result: FitResult, *, dsv4: bool, vendor: str):
+def _cudagraph(served, result: FitResult, *, dsv4: bool, vendor: str, release=None):
     """The CUDA-graph estimate a vLLM GPU command's worker subtracts (engines/vllm/cudagraph.py), where priced."""
     if served is None or served.compilation is None:
         return None
@@ -775,6 +777,7 @@ def _cudagraph(served, result: FitResult, *, dsv4: bool, vendor: str):
         max_num_seqs=served.batch,
         max_num_batched_tokens=result.workload.prefill_chunk_tokens,
         num_speculative_tokens=served.draft.num_speculative_tokens if served.draft is not None else 0,
+        release=release,  # the command's: ROCm profiles the graphs from 0.26.0 (engines/vllm/cudagraph.py)
     )
 
 

@@ -181,3 +181,22 @@ def test_no_estimate_without_evidence_or_when_switched_off():
     on = serve_estimate(read_compilation(None), dsv4=True, env={}, **args)
     assert on is not None and on.bytes > 0 and "vllm-project/vllm/issues/50576" in on.source
     assert serve_estimate(read_compilation(None, enforce_eager=True), dsv4=True, env={}, **args).bytes == 0
+
+
+@pytest.mark.parametrize(
+    ("release", "priced"), [((0, 25, 0), False), ((0, 26, 0), True), ((0, 33, 0), True), (None, False)]
+)
+def test_rocm_profiles_the_graphs_from_0_26(release, priced):
+    """vLLM's worker profiles the graphs under is_cuda() to 0.25.0 and is_cuda_alike() from 0.26.0 (#44825;
+    engines/vllm/cudagraph.py ROCM_PROFILED_FROM): a ROCm command's estimate is 0 before, the transferred one from,
+    said to be the CUDA log's bytes; on NVIDIA every release prices it. No release named: the code the module cites."""
+    from k3plan.engines.vllm.cudagraph import serve_estimate
+
+    read = read_compilation('{"mode": 3, "cudagraph_mode": "FULL_AND_PIECEWISE"}')
+    kw = dict(dsv4=True, env={}, max_num_seqs=64, max_num_batched_tokens=8192, num_speculative_tokens=3)
+    amd = serve_estimate(read, vendor="amd", release=release, **kw)
+    nvidia = serve_estimate(read, vendor="nvidia", release=release, **kw)
+    assert amd is not None and nvidia is not None and nvidia.bytes > 0
+    assert (amd.bytes == nvidia.bytes and "on ROCm:" in amd.source) if priced else amd.bytes == 0
+    if not priced:
+        assert "before 0.26.0" in amd.source

@@ -77,3 +77,20 @@ def test_the_budget_and_the_engine_hold_one_weights_figure():
         assert abs(out["capacity"]["max_sequences"] - out["engine"]["max_concurrency"]) < 1.5
     padded, whole = (got[ep]["weights_by_role"]["expert"] for ep in (False, True))
     assert padded == pytest.approx(whole * 256 / 192, abs=1_000)
+
+
+@pytest.mark.parametrize(
+    ("release", "want"),
+    [((0, 26, 0), (4096, 3072)), ((0, 27, 0), (4096, 3072)), ((0, 28, 0), None), ((0, 33, 0), None), (None, None)],
+)
+def test_v4_on_gfx950_is_padded_before_0_28(release, want):
+    """The 0.26.0 and 0.27.0 wheels round a ROCm shard's intermediate up to 256 for AITER_MXFP4_BF16 (V4's MI355X
+    backend), so V4-Pro's 384 a shard at TP 8 is held as 512; 0.28.0 keeps 128 for AITER with SiLU
+    (engines/vllm/moe_padding.py MOE_SHARD_RULES_UNTIL). No release named: the newest code, no padding. Expert
+    parallelism holds whole experts either way (fit asks for the rule only without it)."""
+    got = expert_shard_pad(
+        architecture="deepseek_v4", hardware="amd-mi355x", vendor="amd", intermediate=3072, shards=8, release=release
+    )
+    assert (got[:2] if got else None) == want
+    if got:
+        assert "0.26.0 and 0.27.0 wheels" in got[2]

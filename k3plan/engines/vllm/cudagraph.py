@@ -17,7 +17,9 @@ sizes for 1..32 requests, jasl 736eac307, which upstream c621af16 does not have)
   mem_get_info around warming up and capturing its two largest sizes into a temporary pool; the estimate is the
   largest first capture over the modes plus, for each mode, (graphs - 1) x its second capture, at least 1 MiB a
   graph (``max(mem_samples[1], 1 << 20)``); subtracted from the KV budget (vllm/v1/worker/gpu_worker.py
-  Worker.determine_available_memory) unless VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0; 0 on ROCm (not profiled).
+  Worker.determine_available_memory) unless VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0; 0 on ROCm before 0.26.0
+  (not profiled: the 0.24.0 / 0.25.0 wheels gate it on current_platform.is_cuda()), profiled there from 0.26.0
+  (ROCM_PROFILED_FROM).
   Each capture runs the drafter too (GPUModelRunner._dummy_run calls drafter.dummy_run), so a speculative drafter's
   graph memory is in the same estimate.
 
@@ -216,14 +218,20 @@ def cudagraph_estimate(
     log_source: str,
     differs: str,
     rocm: bool = False,
+    rocm_source: str = "",
 ) -> CudagraphEstimate:
     """vLLM's CUDA-graph estimate for ``plan``: the PIECEWISE graphs transferred from a log's PIECEWISE estimate
     ``log_piecewise_bytes`` over ``log_piecewise_graphs`` graphs (a band, module docstring), the FULL graphs at the
     code's 1 MiB floor a graph after the first (no public V4 log prints a FULL estimate; the first FULL capture
     overlays the first PIECEWISE one where both run: profile_cudagraph_memory takes the larger first capture).
-    ROCm: 0 (Worker.determine_available_memory profiles graphs on CUDA only)."""
+    ``rocm``: 0 (Worker.determine_available_memory profiled graphs on CUDA only before 0.26.0); ``rocm_source``: a ROCm
+    release that profiles them, the CUDA log's bytes standing for its graphs (said so)."""
     if rocm or plan.mode == "NONE" or not plan.sizes:
-        why = "ROCm: vLLM does not profile graphs there" if rocm else "no graphs captured (cudagraph_mode NONE)"
+        why = (
+            "ROCm: vLLM before 0.26.0 does not profile graphs there"
+            if rocm
+            else "no graphs captured (cudagraph_mode NONE)"
+        )
         return CudagraphEstimate(bytes=0, high_bytes=0, source=f"0: {why} ({CUDAGRAPH_SOURCE})")
     n, t = log_piecewise_graphs, log_piecewise_bytes
     low = high = 0
@@ -243,6 +251,7 @@ def cudagraph_estimate(
         f"graphs; differs in: {differs}): {plan.piecewise} x {t / gib:.2f} / {n} GiB, up to the first capture "
         f"{t / gib:.2f} - ({n} - 1) MiB + {max(plan.piecewise - 1, 0)} MiB; + {plan.full} FULL graphs at the code's "
         f"1 MiB floor a graph ({full_floor / 2**20:.0f} MiB; no public V4 log prints a FULL estimate); {plan.how}"
+        + (f"; on ROCm: {rocm_source}" if rocm_source else "")
     )
     return CudagraphEstimate(bytes=low, high_bytes=high, source=source)
 
@@ -254,6 +263,17 @@ def cudagraph_estimate(
 # that prints vLLM's estimate for DeepSeek-V4 with the graph count it covers
 TRANSFER_RECORD = "vllm-50576-a6000-tp4-piecewise"
 ESTIMATE_ENV = "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS"
+# From 0.26.0 the worker profiles the graphs on ROCm too: Worker.determine_available_memory calls
+# profile_cudagraph_memory under current_platform.is_cuda_alike() ("ROCm is included: #44825 moved the profiler to
+# torch.accelerator.get_memory_info"), where 0.24.0 and 0.25.0 call it under is_cuda() ("Skip on ROCm/HIP/XPU");
+# read in the 0.24.0, 0.25.0, 0.26.0, 0.27.0, 0.28.0 and 0.33.0 wheels (PyPI), vllm/v1/worker/gpu_worker.py. What a
+# graph holds on ROCm no public log prints: the transferred bytes are the CUDA log's
+ROCM_PROFILED_FROM = (0, 26, 0)
+ROCM_PROFILED_SOURCE = (
+    "vllm 0.26.0 wheel (PyPI) vllm/v1/worker/gpu_worker.py Worker.determine_available_memory (profile_cudagraph_memory "
+    "under current_platform.is_cuda_alike(): 'ROCm is included: #44825'; is_cuda() in the 0.24.0 / 0.25.0 wheels); "
+    "the bytes a graph holds transferred from the CUDA log below, no ROCm log printing the estimate"
+)
 
 
 def serve_estimate(
@@ -265,10 +285,13 @@ def serve_estimate(
     max_num_seqs: int,
     max_num_batched_tokens: int,
     num_speculative_tokens: int = 0,
+    release: tuple[int, int, int] | None = None,
 ) -> CudagraphEstimate | None:
     """The estimate vLLM's GPU worker subtracts for a serve command's graphs, or None where k3plan has no evidence
     to price it (a model other than DeepSeek-V4: no public log prints its estimate; the pool's source says so).
-    ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0`` turns the subtraction off (gpu_worker.py)."""
+    ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0`` turns the subtraction off (gpu_worker.py). On ROCm the worker
+    profiles graphs from 0.26.0 (``ROCM_PROFILED_FROM``); ``release`` None: the code this module cites (c621af16,
+    before it), so none."""
     if read is None or not dsv4:
         return None
     if env.get(ESTIMATE_ENV, "1").strip() in ("0", "false", "False"):
@@ -297,5 +320,6 @@ def serve_estimate(
             f"max_num_seqs {rec['max_num_seqs']:,}, max_num_batched_tokens {rec['max_num_batched_tokens']:,}, "
             f"{rec['num_speculative_tokens']} speculative tokens"
         ),
-        rocm=vendor != "nvidia",
+        rocm=vendor != "nvidia" and (release is None or release < ROCM_PROFILED_FROM),
+        rocm_source=ROCM_PROFILED_SOURCE if vendor != "nvidia" else "",
     )

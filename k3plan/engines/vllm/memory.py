@@ -833,6 +833,16 @@ ENGINE_VISIBLE_HBM: dict[str, tuple[int, str]] = {
         "0.23.0: github.com/uv-xiao/pto-cu/blob/e5e2ca9a/docs/in_progress/nvidia_backend/vllm_remote_model_load_probe.md; "
         "format_gib rounds to 0.01 GiB, and 0.82 x 139.80 = 114.64)",
     ),
+    "amd-mi355x": (
+        round(287.98 * GiB),
+        "torch's total as vLLM's worker prints it at start on MI355X: 'Free memory on device cuda:N "
+        "(272.0-272.4/287.98 GiB) on startup is less than desired GPU memory utilization' (vLLM on InferenceX's "
+        "mi355x-amds nodes, the free figures a range over the ranks: github.com/SemiAnalysisAI/InferenceX/blob/"
+        "462f8ed735d9f3ab9a98a896a553c6e41cee410f/benchmarks/single_node/agentic/kimik3_fp4_mi355x_mtp.sh; the same "
+        "nodes' DeepSeek-V4 recipe writes 0.95 as 273.6 GiB, 0.95 x 287.98; format_gib rounds to 0.01 GiB). What the "
+        "ROCm stack and other processes hold before vLLM's first snapshot is not taken from it: vLLM requests "
+        "ceil(utilization x this total) and only checks that much is free",
+    ),
 }
 
 

@@ -71,6 +71,26 @@ ROCM_V4_128_SOURCE = (
     "128, triton_uses_128) and quantization/mxfp4.py Mxfp4MoEMethod.maybe_roundup_sizes (activation=self.moe.activation,"
     " V4's SiLU)"
 )
+# DeepSeek-V4's MXFP4 experts on gfx950 (MI355X) before 0.28.0: --moe-backend aiter (and, unset, V4's ROCm priority)
+# picks AITER_MXFP4_BF16, which mxfp4_round_up_hidden_size_and_intermediate_size does not name ahead of its ROCm
+# branch, so a TP shard's intermediate is rounded up to 256 there as on gfx942: V4-Pro's 3,072 / 8 = 384 is held as
+# 512 (+33% a device's routed experts). Read in the 0.26.0 and 0.27.0 wheels (PyPI); the 0.28.0 wheel keeps 128 for
+# AITER with SiLU (ROCM_V4_MOE_SOURCE), which InferenceX's MI355X DeepSeek-V4 recipe credits to vllm-project/vllm#51473
+# ("the mxfp4 oracle rounds inter_dim 384 up to 512", 160.66 GiB a rank at TP 1 / DP 8 on a nightly before it)
+ROCM_V4_GFX950_UNTIL = (0, 28, 0)
+ROCM_V4_GFX950_SOURCE = (
+    "vllm 0.26.0 and 0.27.0 wheels (PyPI) model_executor/layers/fused_moe/oracle/mxfp4.py "
+    "mxfp4_round_up_hidden_size_and_intermediate_size (ROCm: the intermediate rounded up to 256 for the backends the "
+    "branches ahead of it do not name, AITER_MXFP4_BF16 among them) and select_deepseek_v4_mxfp4_moe_backend "
+    "(--moe-backend aiter, or V4 on ROCm unset: AITER_MXFP4_BF16 first); models/deepseek_v4/quant_config.py "
+    "get_quant_method (the routed experts' Mxfp4MoEMethod, whose maybe_roundup_sizes calls it); 128 for AITER with "
+    "SiLU from 0.28.0"
+)
+# (architecture, hardware) -> (the first release it no longer holds, the rule before it): a rule a release dropped,
+# ahead of the tables above for the releases before it (none where no release is named: the newest code)
+MOE_SHARD_RULES_UNTIL: dict[tuple[str, str], tuple[tuple[int, int, int], tuple[int, int, str, str]]] = {
+    ("deepseek_v4", "amd-mi355x"): (ROCM_V4_GFX950_UNTIL, (0, 256, "amd", ROCM_V4_GFX950_SOURCE)),
+}
 # (architecture, hardware) -> (the first release, the rule from it): a rule that changed in a release, ahead of the
 # two tables above for that release and later
 MOE_SHARD_RULES_FROM: dict[tuple[str, str], tuple[tuple[int, int, int], tuple[int, int, str, str]]] = {
@@ -96,12 +116,14 @@ def expert_shard_pad(
 ) -> tuple[int, int, str] | None:
     """(num, den, why): a device holds num / den of the experts' even share when vLLM TP-splits them over ``shards``
     ranks (no expert parallelism) and the model's rule pads a shard (``MOE_SHARD_RULES``, by release and hardware
-    first: ``MOE_SHARD_RULES_FROM`` for ``release``, the command's vLLM release; None: the code each rule cites); None
+    first: ``MOE_SHARD_RULES_FROM`` / ``MOE_SHARD_RULES_UNTIL`` for ``release``, the command's vLLM release; None: the code each rule cites); None
     where no rule applies or the shard needs no padding. num / den is the padded shard over the even one, as ints:
     (padded x shards, intermediate)."""
     since = MOE_SHARD_RULES_FROM.get((architecture, hardware))
+    until = MOE_SHARD_RULES_UNTIL.get((architecture, hardware))
     rule = (
         (since[1] if since is not None and release is not None and release >= since[0] else None)
+        or (until[1] if until is not None and release is not None and release < until[0] else None)
         or MOE_SHARD_RULES_BY_HARDWARE.get((architecture, hardware))
         or MOE_SHARD_RULES.get(architecture)
     )
