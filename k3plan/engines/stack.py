@@ -72,6 +72,12 @@ KINDS = ("tpu", "gpu")
 ENGRAM_PLACEMENTS = ("hbm", "host")  # --engram: where DeepSeek-V4.1's n-gram tables live
 
 
+# a sharding rule target over every device of a stage, ("dp", "tp"): an engine's whole TP group under DP attention
+# (SGLang's tp_size = attention TP x dp), which cuts the LM head there (Stack.lm_head_whole_tp); k3plan.sharding.mesh
+# expands it (Mesh.expand), never one of Mesh.aliases
+WHOLE_TP = "tp_x_dp"
+
+
 class Stack(Spec):
     name: str
     description: str
@@ -512,8 +518,6 @@ class Stack(Spec):
         engine holds it so); None: as it is."""
         if cite is None:
             return self
-        from k3plan.sharding.mesh import WHOLE_TP
-
         sh = self.sharding
         overrides = {**sh.role_overrides, "lm_head": {**sh.role_overrides.get("lm_head", {}), "vocab": WHOLE_TP}}
         cited = {**sh.cite, "role:lm_head": cite} if sh.cite else {}

@@ -12,12 +12,9 @@ DP attention (SGLang's tp_size = attention TP x dp), which cuts the LM head ther
 
 from __future__ import annotations
 
+from k3plan.engines.stack import WHOLE_TP  # the rule target's name, where the stack sets it
 from k3plan.errors import K3PlanError
 from k3plan.structs import Frozen
-
-# a rule target over every device of a stage, ("dp", "tp"): the whole TP group of an engine running DP attention
-# inside one server; not one of ``Mesh.aliases`` (which the JSON dumps), answered by ``Mesh.expand``
-WHOLE_TP = "tp_x_dp"
 
 
 class Parallel(Frozen):
