@@ -14,6 +14,13 @@ from k3plan.engines.release import Release
 # are gated on their releases (by_release). 0.34.0's pool, sized from the memory free after warmup and graph capture,
 # is priced under fit --engine-version 0.34.0 (engines/vllm/extensible.py EXTENSIBLE_FROM), its measured terms as
 # k3plan's estimates; the default stays the newest release before it until that reading is checked against a log
+# (none public was found). What a move would change, counted with NEWEST_RELEASE at 0.34.0 over the 351 vLLM tests
+# of tests/engines (10 fail, each passing at 0.33.0): a command with --kv-transfer-config is refused (a KV connector's
+# say over the extensible cache is unread: the recipes' DeepSeek-V4-Flash PD cases, InferenceX's Kimi-K3 B300 DCP8
+# nightly); the budget's reserve stays at 0.92 (option_defaults) where the pool takes 1.0 less the margin, so the
+# budget holds fewer sequences than the engine (tests/engines/test_vllm_dsv41_pages.py, test_vllm_dsv4_pages.py,
+# test_vllm_moe_padding.py); tests/engines/test_vllm_sampler.py's pool identity (activation + graphs) gains the
+# margin, max(1 GiB, 0.75 x the peak). The other 16 cases read at the default keep their verdicts.
 NEWEST_RELEASE: Release = (0, 33, 0)
 
 # From 0.26.0 a windowed KV group (a sliding window or a compressor state) charges each request its window plus the
