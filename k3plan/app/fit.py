@@ -649,6 +649,9 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
             weights_source=weights_source,
             release=served.release,
             multimodal=_loads_vision(setup.model, served),  # SGLang's is_multimodal: the models it builds a tower for
+            # --enable-symm-mem's pool, out of the 1 - fraction share (engines/sglang/serve.py symm_mem)
+            symm_mem_bytes=served.symm_mem_bytes,
+            symm_mem_source=served.symm_mem_source,
         )
         return _with_serve(sg.as_json(), result, served)
     got = engine_sizing(
