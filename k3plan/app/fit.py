@@ -135,8 +135,10 @@ def sequences_why(r: FitResult, eng: dict) -> str:
     label = rules.concurrency_label
     why = []
     if abs(engine_pool - budget_room) >= 0.01 * gib:
+        # a static-fraction engine's activation figure (SGLang's --enable-symm-mem pool) sits outside its pool
+        profiled = eng["activation_bytes"] and rules.pool_rule != "static"
         took = "a fraction of HBM - weights" + (
-            f" - its profiled activation {eng['activation_bytes'] / gib:.2f} GiB" if eng["activation_bytes"] else ""
+            f" - its profiled activation {eng['activation_bytes'] / gib:.2f} GiB" if profiled else ""
         )
         if rules.pool_rule == "static":  # the pool is what the static fraction leaves after the state pool
             took += " - its state pool"
