@@ -723,7 +723,8 @@ def decode_graph(r: Reading) -> None:
 # ServerArgs flags with a memory effect k3plan does not model (python/sglang/srt/server_args.py)
 UNPRICED = {
     # InferenceX's SGLang nightlies (SemiAnalysisAI/InferenceX@843c6254 benchmarks/single_node/fixed_seq_len/
-    # dsr1_fp4_b200.sh, dsv4_fp4_b300_sglang_mtp.sh, agentic/dsv4_fp4_b200_sglang_mtp.sh)
+    # dsv4_fp4_b300_sglang_mtp.sh, agentic/dsv4_fp4_b200_sglang_mtp.sh; dsr1_fp4_b200.sh's --enable-symm-mem is read:
+    # symm_mem above)
     "--deepep-config": "DeepEP's buffer sizes from a config file",
     "--disable-shared-experts-fusion": "the shared experts kept apart from the routed MoE (their split a GPU)",
     # InferenceX's multi-node SGLang recipes (@843c6254 benchmarks/multi_node/srt-slurm-recipes/sglang/deepseek-v4/,
