@@ -135,8 +135,10 @@ def sequences_why(r: FitResult, eng: dict) -> str:
     label = rules.concurrency_label
     why = []
     if abs(engine_pool - budget_room) >= 0.01 * gib:
+        # a static-fraction engine's activation figure (SGLang's --enable-symm-mem pool) sits outside its pool
+        profiled = eng["activation_bytes"] and rules.pool_rule != "static"
         took = "a fraction of HBM - weights" + (
-            f" - its profiled activation {eng['activation_bytes'] / gib:.2f} GiB" if eng["activation_bytes"] else ""
+            f" - its profiled activation {eng['activation_bytes'] / gib:.2f} GiB" if profiled else ""
         )
         if rules.pool_rule == "static":  # the pool is what the static fraction leaves after the state pool
             took += " - its state pool"
@@ -649,6 +651,9 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
             weights_source=weights_source,
             release=served.release,
             multimodal=_loads_vision(setup.model, served),  # SGLang's is_multimodal: the models it builds a tower for
+            # --enable-symm-mem's pool, out of the 1 - fraction share (engines/sglang/serve.py symm_mem)
+            symm_mem_bytes=served.symm_mem_bytes,
+            symm_mem_source=served.symm_mem_source,
         )
         return _with_serve(sg.as_json(), result, served)
     got = engine_sizing(

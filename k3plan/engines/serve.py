@@ -720,6 +720,10 @@ class ServeQuestion:
     # sizing, engines/sglang/memory.py SGLANG_MAMBA)
     mamba_cache_size: int | None = None
     mamba_full_memory_ratio: float | None = None
+    # SGLang's --enable-symm-mem pool a GPU, allocated after its KV pool out of the 1 - mem_fraction_static share
+    # (engines/sglang/serve.py symm_mem; the start check: engines/sglang/memory.py sglang_kv_pool); 0: none
+    symm_mem_bytes: int = 0
+    symm_mem_source: str = ""
     # vLLM's --decode-context-parallel-size, SGLang's --dcp-size: each rank of the group holds 1/dcp of a request's
     # attention KV (the start check prices it: engines/vllm/memory.py vllm_kv_pool, engines/sglang/memory.py
     # sglang_kv_pool); 1: none
@@ -1011,6 +1015,8 @@ def parse_serve(
         swa_full_tokens_ratio=r.swa_ratio,
         mamba_cache_size=r.mamba_cache_size,
         mamba_full_memory_ratio=r.mamba_ratio,
+        symm_mem_bytes=r.symm_mem_bytes,
+        symm_mem_source=r.symm_mem_source,
         dcp=r.dcp,
         lm_head_whole_tp=r.lm_head_whole_tp,
         release=release,

@@ -148,6 +148,9 @@ class Reading:
     mamba_cache_size: int | None = None  # SGLang's --max-mamba-cache-size: the state (mamba) pool's slots
     mamba_ratio: float | None = None  # SGLang's --mamba-full-memory-ratio: the state pool's share of the KV memory
     dcp: int = 1  # vLLM's --decode-context-parallel-size, SGLang's --dcp-size (each family's serve.py)
+    # SGLang's --enable-symm-mem pool a GPU and its source (engines/sglang/serve.py symm_mem); 0: none
+    symm_mem_bytes: int = 0
+    symm_mem_source: str = ""
     # environment variables the family's reader priced (not listed as ignored, k3plan.engines.serve.IGNORED_ENV)
     env_read: set[str] = field(default_factory=set)
 

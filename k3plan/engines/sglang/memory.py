@@ -94,6 +94,18 @@ SGLANG_MIN_POOL_TOKENS = 7
 # what SGLang's free-memory reading after the load holds that k3plan does not price: the pool an upper bound
 SGLANG_UNPRICED = "SGLang's non-torch memory (the CUDA context and NCCL's buffers, in the free memory it reads)"
 
+SGLANG_SYMM_OOM_AT = (
+    "sglang 0.5.16-0.5.23 wheels (PyPI), sglang/srt/distributed/device_communicators/pynccl_allocator.py "
+    "prealloc_symmetric_memory_pool (0.5.11-0.5.15: sglang/srt/model_executor/model_runner.py "
+    "ModelRunner.prealloc_symmetric_memory_pool), after the KV pool and the CUDA graphs"
+)
+# --enable-symm-mem's NCCL settings (engines/sglang/serve.py symm_mem): NCCL sizes its own NVLS buffers by topology
+SGLANG_SYMM_UNPRICED = (
+    "; under --enable-symm-mem NCCL's NVLS buffers (NCCL_NVLS_ENABLE=1, NCCL_CUMEM_ENABLE=1: sglang 0.5.12 wheel "
+    "sglang/srt/entrypoints/engine.py _set_envs_and_config), sized by NCCL for the topology, and the symmetric pool's "
+    "growth past its preallocation at run time"
+)
+
 
 def sglang_kv_pool(
     *,
@@ -122,6 +134,8 @@ def sglang_kv_pool(
     weights_source: str = WEIGHTS_SOURCE,
     release: Release | None = None,
     multimodal: bool = False,
+    symm_mem_bytes: int = 0,
+    symm_mem_source: str = "",
 ) -> EngineSizing:
     """SGLang's KV pool a device and its start rule (module docstring). ``max_total_tokens``: --max-total-tokens,
     the most tokens the pool holds ('The maximum number of tokens that can be stored into the KV cache',
@@ -139,7 +153,10 @@ def sglang_kv_pool(
     ``weights_bytes`` comes from (fit passes the budget's own weights line). ``release``: the SGLang release the
     command is read as (engines/sglang/releases.py: the state pool's padding slot from 0.5.17, a multimodal model's
     reservation from 0.5.18; None: 0.5.15's code); ``multimodal``: SGLang counts the model multimodal (it builds its
-    vision tower)."""
+    vision tower). ``symm_mem_bytes``: --enable-symm-mem's pool a GPU (engines/sglang/serve.py symm_mem), allocated
+    after the KV pool and the CUDA graphs: the pool is sized as without it, and SGLang fails at start where the
+    1 - mem_fraction_static share it comes out of is smaller (SGLANG_SYMM_OOM_AT; the graphs and activations share
+    it, so the check is a floor)."""
     weights_src = weights_source
     if draft is not None and draft.bytes_per_device:
         weights_bytes += draft.bytes_per_device
@@ -254,6 +271,18 @@ def sglang_kv_pool(
             SGLANG_REQS_AT,
         ),
     ]
+    # --enable-symm-mem's pool, preallocated once the KV pool is sized and the graphs captured: out of what the
+    # static fraction leaves (SGLang measures that share from the free memory before loading, <= visible_bytes)
+    slack = visible_bytes - int(mem_fraction_static * visible_bytes)
+    failures.append(
+        (
+            symm_mem_bytes > slack,
+            f"torch.OutOfMemoryError: CUDA out of memory pre-allocating the symmetric memory pool: "
+            f"{symm_mem_bytes / GiB:.2f} GiB a device of the {slack / GiB:.2f} GiB 1 - mem_fraction_static "
+            f"({mem_fraction_static}) leaves beside the KV pool",
+            SGLANG_SYMM_OOM_AT,
+        )
+    )
     if dsv4 is not None and dsv4.window and dsv4.swa_ratio > 0 and follows(release, SWA_FLOOR_FROM):
         # DeepSeek-V4's sliding-window pool in ratio mode, checked as its sizes are computed (SWA_FLOOR_SOURCE): before
         # MemoryPoolConfig's check of the full tokens
@@ -316,14 +345,22 @@ def sglang_kv_pool(
             f"max_total_num_tokens / context_len {max_model_len:,} (sequences the pool holds at full length; the "
             f"scheduler admits up to max_running_requests {running}: {SGLANG_RUNNING})",
         ),
-        activation_bytes=Figure(0, "activations and CUDA graphs run in the 1 - mem_fraction_static share"),
+        activation_bytes=(
+            Figure(
+                symm_mem_bytes,
+                f"{symm_mem_source}, in the 1 - mem_fraction_static share ({slack:,} B) beside the activations and CUDA "
+                "graphs (not priced): the pool is sized before it",
+            )
+            if symm_mem_bytes
+            else Figure(0, "activations and CUDA graphs run in the 1 - mem_fraction_static share")
+        ),
         non_torch_bytes=Figure(0, "not found: no cited non-torch figure for this GPU; 0 assumed"),
         starts=starts,
         message=message,
         raised_at=raised_at,
         layout="full-token" if dsv4 is not None else "",
-        unpriced=SGLANG_UNPRICED,
-        check_margin_bytes=max(margin, 0) if starts else 0,
+        unpriced=SGLANG_UNPRICED + (SGLANG_SYMM_UNPRICED if symm_mem_bytes else ""),
+        check_margin_bytes=(max(min(margin, slack - symm_mem_bytes) if symm_mem_bytes else margin, 0) if starts else 0),
     )
 
 

@@ -63,6 +63,26 @@ SWA_FLOOR_SOURCE = (
     "swa_tokens); the same in the 0.5.23 wheel"
 )
 
+# --enable-symm-mem's symmetric-memory pool: from 0.5.11 ServerArgs sets SGLANG_SYMM_MEM_PREALLOC_GB_SIZE to 4 where
+# the flag is on and the variable unset, after mem_fraction_static is derived (nothing of the fraction is reserved
+# for it), and each GPU's target worker (not a draft worker) allocates that many GiB through the NCCL allocator
+# (ncclMemAlloc into a torch MemPool, registered as an NCCL window) once the KV pool is sized and the CUDA graphs are
+# captured: the pool does not move, the pool's bytes come out of the 1 - mem_fraction_static share. The 0.5.7 wheel
+# has the flag without the preallocation; 0.5.8-0.5.10 were not read
+SYMM_PREALLOC_FROM: Release = (0, 5, 11)
+SYMM_PREALLOC_GIB = 4  # the default SGLang sets (SYMM_PREALLOC_SOURCE)
+SYMM_PREALLOC_ENV = "SGLANG_SYMM_MEM_PREALLOC_GB_SIZE"  # environ.py EnvInt(-1): <= 0 allocates nothing
+SYMM_PREALLOC_SOURCE = (
+    "sglang 0.5.11-0.5.18 wheels (PyPI), sglang/srt/server_args.py ServerArgs._handle_gpu_memory_settings "
+    "(SGLANG_SYMM_MEM_PREALLOC_GB_SIZE.set(4) after mem_fraction_static), 0.5.19-0.5.23 sglang/srt/arg_groups/"
+    "memory_hook.py handle_gpu_memory_settings (the same); 0.5.11-0.5.15 sglang/srt/model_executor/model_runner.py "
+    "ModelRunner.prealloc_symmetric_memory_pool, the last step of ModelRunner.initialize after init_memory_pool and "
+    "the CUDA graphs, 0.5.16-0.5.23 sglang/srt/distributed/device_communicators/pynccl_allocator.py "
+    "prealloc_symmetric_memory_pool from model_runner_components/cuda_graph_setup.py capture_cuda_graphs (0.5.21-0.5.23: "
+    "finalize_cuda_graph_capture), which managers/scheduler.py runs after alloc_memory_pool (torch.empty(GB x 1024**3 "
+    "uint8) under use_symmetric_memory(get_tp_group()); skipped on a draft worker)"
+)
+
 # what of SGLang's pricing follows fit --engine-version beside DeepSeek-V4's pool form (Engine.by_release of the sglang
 # and dp-attention stacks, engines/sglang/dsv4_pool.py BY_RELEASE), each with the models it concerns (by prefix)
 BY_RELEASE = DSV4_BY_RELEASE

@@ -21,13 +21,21 @@ from k3plan.engines.serve_values import (
 )
 from k3plan.engines.sglang.flags import SGLANG_A2A_DEFAULT
 from k3plan.engines.sglang.kernels import BLACKWELL
-from k3plan.engines.sglang.releases import GRAPH_CAP_FROM, follows
+from k3plan.engines.sglang.releases import (
+    GRAPH_CAP_FROM,
+    SYMM_PREALLOC_ENV,
+    SYMM_PREALLOC_FROM,
+    SYMM_PREALLOC_GIB,
+    SYMM_PREALLOC_SOURCE,
+    follows,
+)
 from k3plan.engines.sglang.server_flags import FLAGS as SERVER_FLAGS
 from k3plan.engines.sglang.server_flags import RANGES as SERVER_FLAG_RANGES
 from k3plan.engines.sglang.server_flags import RELEASES as SERVER_FLAG_RELEASES
 from k3plan.engines.sglang.spec import read_speculative
 from k3plan.engines.stack_sections import Cite, Source
 from k3plan.errors import K3PlanError
+from k3plan.units import GiB
 
 ENGINE = "sglang"
 # the commands that start SGLang's server (k3plan.engines.serve recognises a command by them): the launch_server
@@ -147,7 +155,7 @@ def long_context_refusal(context: int, model_max: int) -> str:
     )
 
 
-KNOWN_ENV = frozenset({LONG_CONTEXT_ENV})
+KNOWN_ENV = frozenset({LONG_CONTEXT_ENV, SYMM_PREALLOC_ENV})
 
 
 def tokens(model: str | None, rest: list[str], *, release: Release | None = None) -> tuple[str | None, list[str]]:
@@ -541,6 +549,7 @@ def read(r: Reading) -> None:
     if _deepseek_v4(r) and get("--disable-shared-experts-fusion", None) is not None:
         r.ignored.append("--disable-shared-experts-fusion")
     fp4_indexer(r)
+    symm_mem(r)
     v41_vision(r)  # after the split and the all-to-all are read
     # flags that change the pool in ways k3plan does not price: refused with what they do, never priced as without
     refuse_unpriced(get, UNPRICED, "SGLang")
@@ -632,6 +641,41 @@ def fp4_indexer(r: Reading) -> None:
     )
 
 
+SYMM_MEM = "--enable-symm-mem"
+
+
+def symm_mem(r: Reading) -> None:
+    """--enable-symm-mem: the symmetric-memory pool each GPU's worker preallocates, SGLANG_SYMM_MEM_PREALLOC_GB_SIZE
+    GiB (SGLang's default 4 where the command's environment sets none), after the KV pool and the CUDA graphs, out of
+    the 1 - mem_fraction_static share (engines/sglang/releases.py SYMM_PREALLOC_SOURCE): the start check prices it
+    there (Reading.symm_mem_bytes, engines/sglang/memory.py sglang_kv_pool). Refused for a release before 0.5.11,
+    whose allocation was not read. NCCL's own buffers under the NCCL_NVLS_ENABLE / NCCL_CUMEM_ENABLE it sets are
+    NCCL's sizing, left out as --enable-nccl-nvls's are (memory.py SGLANG_UNPRICED)."""
+    raw = r.get(SYMM_MEM, None)
+    if raw is None or raw.lower() in ("false", "0"):
+        return
+    if r.release is not None and not follows(r.release, SYMM_PREALLOC_FROM):
+        raise K3PlanError(
+            f"--serve: {SYMM_MEM} read as SGLang {release_text(r.release)}: its symmetric-memory allocation before "
+            f"{release_text(SYMM_PREALLOC_FROM)} was not read (the 0.5.7 wheel allocates no preallocated pool; "
+            "0.5.8-0.5.10 were not read); remove it, or read the command as a later release (fit --engine-version)"
+        )
+    given = r.env.get(SYMM_PREALLOC_ENV)
+    gib = SYMM_PREALLOC_GIB if given is None else flag_int(SYMM_PREALLOC_ENV, given, lo=-1)
+    if given is not None:
+        r.env_read.add(SYMM_PREALLOC_ENV)
+    r.symm_mem_bytes = max(gib, 0) * GiB
+    r.symm_mem_source = (
+        f"{max(gib, 0)} GiB a GPU: SGLang's symmetric-memory pool ("
+        + (
+            f"{SYMM_PREALLOC_ENV}={given}"
+            if given is not None
+            else f"{SYMM_PREALLOC_ENV}'s default {gib} under {SYMM_MEM}"
+        )
+        + f"; {SYMM_PREALLOC_SOURCE})"
+    )
+
+
 # the decode CUDA-graph flags (ServerArgs' cuda_graph_config: the list of batches and the max batch, each with its
 # -decode spelling; --cuda-graph-max-bs is 0.5.19's deprecated alias of -decode and gone from 0.5.20)
 GRAPH_BS_FLAGS = ("--cuda-graph-bs-decode", "--cuda-graph-bs")
@@ -679,8 +723,8 @@ def decode_graph(r: Reading) -> None:
 # ServerArgs flags with a memory effect k3plan does not model (python/sglang/srt/server_args.py)
 UNPRICED = {
     # InferenceX's SGLang nightlies (SemiAnalysisAI/InferenceX@843c6254 benchmarks/single_node/fixed_seq_len/
-    # dsr1_fp4_b200.sh, dsv4_fp4_b300_sglang_mtp.sh, agentic/dsv4_fp4_b200_sglang_mtp.sh)
-    "--enable-symm-mem": "NCCL symmetric-memory buffers for the collectives",
+    # dsv4_fp4_b300_sglang_mtp.sh, agentic/dsv4_fp4_b200_sglang_mtp.sh; dsr1_fp4_b200.sh's --enable-symm-mem is read:
+    # symm_mem above)
     "--deepep-config": "DeepEP's buffer sizes from a config file",
     "--disable-shared-experts-fusion": "the shared experts kept apart from the routed MoE (their split a GPU)",
     # InferenceX's multi-node SGLang recipes (@843c6254 benchmarks/multi_node/srt-slurm-recipes/sglang/deepseek-v4/,
