@@ -57,10 +57,12 @@ V7X = {
 
 def test_sglang_dp_attention_command():
     # DP attention: --tp-size counts all 64 GPUs, 8 attention groups, experts over all 64, dispatched by
-    # DeepEP's all-to-all (SGLang's own moe_a2a_backend default is none: the all-reduce MoE)
+    # DeepEP's all-to-all (SGLang's own moe_a2a_backend default is none: the all-reduce MoE), the LM head over the
+    # attention-TP group as the stack prices it (--enable-dp-lm-head; SGLang's default splits it over all 64)
     assert sglang_command(LaunchConfig(**B200)) == (
         "python -m sglang.launch_server --model-path moonshotai/Kimi-K3 --tp-size 64 --dp-size 8 --ep-size 64 "
-        "--pp-size 1 --enable-dp-attention --moe-a2a-backend deepep --context-length 131072 --chunked-prefill-size 8192 "
+        "--pp-size 1 --enable-dp-attention --moe-a2a-backend deepep --enable-dp-lm-head --context-length 131072 "
+        "--chunked-prefill-size 8192 "
         "--max-running-requests 256 --kv-cache-dtype fp8_e4m3 --mem-fraction-static 0.88 "
         '--nnodes 8 --node-rank "$NODE_RANK" --dist-init-addr "$HEAD_ADDR:5000" --trust-remote-code'
     )
@@ -538,6 +540,11 @@ def test_every_launch_line_reads_back_through_serve_as_priced(model, stack, hard
     # the chunk priced: a DP group's (SGLang's DP attention divides --chunked-prefill-size by dp_size)
     assert (q.context, q.chunk, q.batch) == (cfg.max_model_len, pick.chunk_tokens, cfg.max_num_seqs)
     assert q.kv_dtype == cfg.kv_dtype
+    # the LM head as priced: the dp-attention stack holds it over the attention-TP group, which SGLang does only with
+    # --enable-dp-lm-head (the line writes it at dp > 1), so the reader sets no whole-TP head; Kimi-Linear's SGLang
+    # model passes no use_attn_tp_group (kimi_linear.py), its head over the whole TP group either way: the plan holds
+    # more of it than the engine does there
+    assert q.lm_head_whole_tp is None or (model == "kimi-linear-48b-a3b" and cfg.dp > 1)
 
 
 @pytest.mark.parametrize(("stack", "hardware", "topology", "splits"), READ_BACK, ids=[x[0] for x in READ_BACK])

@@ -25,6 +25,7 @@ FLAGS: dict[str, tuple[str, str, str]] = {
         "--dist-init-addr",
         "--moe-a2a-backend",
         "--language-model-only",
+        "--enable-dp-lm-head",
     )
 }
 KV: dict[str, str | None] = {

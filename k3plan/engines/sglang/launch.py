@@ -45,6 +45,11 @@ def sglang_command(cfg: LaunchConfig) -> str:
         args.append("--enable-dp-attention")
         if SGLANG_A2A[0] not in option_flags(cfg):  # priced as an all-to-all dispatch; SGLang's own default is none
             args += list(SGLANG_A2A)
+        if cfg.dp > 1 and "--enable-dp-lm-head" not in option_flags(cfg):
+            # priced with the LM head over the attention-TP group (the dp-attention stack's vocab rule): SGLang holds
+            # it so only with this flag, over the whole TP group without it (ParallelLMHead use_attn_tp_group:
+            # engines/sglang/serve.py dp_lm_head), so --serve of this line reads back the head the plan priced
+            args.append("--enable-dp-lm-head")
     args += [
         "--context-length",
         cfg.max_model_len,
