@@ -53,6 +53,7 @@ LOO_NOTE_NO_FIT = (
 )
 BANDS = ((0.67, 1.5), (0.5, 2.0))
 HARDWARE = {"tpu-v7x": "TPU v7x", "nvidia-b300": "B300", "nvidia-h200": "H200"}
+HARDWARE_OF_LABEL = {v: k for k, v in HARDWARE.items()}  # a family label's hardware, undone once
 FIGURES = ("tpot", "ttft", "throughput")  # what the score compares, each model / measured
 
 
@@ -440,7 +441,7 @@ def engine_of(r: Row) -> str:
 def hardware_of(r: Row) -> str:
     """The row's hardware as its benchmark names it (nvidia-b300): the family's second part, its label undone."""
     label = r.family.split(" x ", 1)[1]
-    return {v: k for k, v in HARDWARE.items()}.get(label, label)
+    return HARDWARE_OF_LABEL.get(label, label)
 
 
 def floor_key(r: Row) -> str:
