@@ -32,18 +32,18 @@ def test_the_flag_preallocates_4_gib_a_gpu_beside_a_pool_it_does_not_move(cli, v
     on = _engine(cli, R1 + " --enable-symm-mem", version)
     assert off["starts"] and on["starts"]
     assert on["kv_pool_bytes"] == off["kv_pool_bytes"] and on["kv_pool_tokens"] == off["kv_pool_tokens"]
-    assert (off["activation_bytes"], on["activation_bytes"]) == (0, PREALLOC)
-    assert "prealloc_symmetric_memory_pool" in on["sources"]["activation"]
+    assert (off["non_torch_bytes"], on["non_torch_bytes"]) == (0, PREALLOC)
+    assert "prealloc_symmetric_memory_pool" in on["sources"]["non_torch"]
     assert "NVLS" in on["unpriced"] and "NVLS" not in off["unpriced"]
 
 
 def test_the_variable_sets_the_preallocation_and_zero_allocates_none(cli):
     assert (
-        _engine(cli, "SGLANG_SYMM_MEM_PREALLOC_GB_SIZE=8 " + R1 + " --enable-symm-mem")["activation_bytes"]
+        _engine(cli, "SGLANG_SYMM_MEM_PREALLOC_GB_SIZE=8 " + R1 + " --enable-symm-mem")["non_torch_bytes"]
         == 2 * PREALLOC
     )
     none = _engine(cli, "SGLANG_SYMM_MEM_PREALLOC_GB_SIZE=0 " + R1 + " --enable-symm-mem")
-    assert none["activation_bytes"] == 0
+    assert none["non_torch_bytes"] == 0
 
 
 def test_a_share_smaller_than_the_preallocation_fails_at_it(cli):

@@ -345,16 +345,17 @@ def sglang_kv_pool(
             f"max_total_num_tokens / context_len {max_model_len:,} (sequences the pool holds at full length; the "
             f"scheduler admits up to max_running_requests {running}: {SGLANG_RUNNING})",
         ),
-        activation_bytes=(
+        activation_bytes=Figure(0, "activations and CUDA graphs run in the 1 - mem_fraction_static share"),
+        # --enable-symm-mem's pool: NCCL's symmetric memory, outside torch's allocator (engines/sglang/serve.py)
+        non_torch_bytes=(
             Figure(
                 symm_mem_bytes,
                 f"{symm_mem_source}, in the 1 - mem_fraction_static share ({slack:,} B) beside the activations and CUDA "
                 "graphs (not priced): the pool is sized before it",
             )
             if symm_mem_bytes
-            else Figure(0, "activations and CUDA graphs run in the 1 - mem_fraction_static share")
+            else Figure(0, "not found: no cited non-torch figure for this GPU; 0 assumed")
         ),
-        non_torch_bytes=Figure(0, "not found: no cited non-torch figure for this GPU; 0 assumed"),
         starts=starts,
         message=message,
         raised_at=raised_at,
