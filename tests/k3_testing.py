@@ -60,6 +60,9 @@ def tiny_kimi_raw() -> dict:
     return raw
 
 
+_STACK_DIR = None
+
+
 def transposed_torchtpu_stack() -> str:
     """A stack YAML path: torchtpu-vllm with tpu-inference's MLA_TRANSPOSE_KV_CACHE=1 entry (576 values a token a
     MLA layer, the rope part unpadded), for the hand arithmetic of k3-facts.md §3's 576-value tables on a
@@ -79,6 +82,9 @@ def transposed_torchtpu_stack() -> str:
     layout = load_stack("tpu-inference:mla_transpose_kv_cache=1").kv_cache.layout
     assert layout is not None
     data["kv_cache"]["layout"] = dump(layout)
-    path = Path(tempfile.gettempdir()) / f"k3plan-test-{os.getpid()}-torchtpu-transposed.yaml"
+    global _STACK_DIR
+    if _STACK_DIR is None:  # removed when the test process ends (a file a process was left in /tmp before)
+        _STACK_DIR = tempfile.TemporaryDirectory(prefix=f"k3plan-test-{os.getpid()}-")
+    path = Path(_STACK_DIR.name) / "torchtpu-transposed.yaml"
     path.write_text(yaml.safe_dump(data))
     return str(path)

@@ -34,8 +34,12 @@ def run(*args):
     return RUNNER.invoke(app, [str(a) for a in args])
 
 
+# one folder for the module's inputs, removed when the run ends (each mkdtemp below it was left in /tmp before)
+_BASE = tempfile.TemporaryDirectory(prefix="k3fuzz-")
+
+
 def tmpdir() -> Path:
-    return Path(tempfile.mkdtemp(prefix="k3fuzz-"))
+    return Path(tempfile.mkdtemp(dir=_BASE.name))
 
 
 # JSON text for values no reader may accept where a positive count or a size is expected.
