@@ -45,11 +45,25 @@ def scaled_k3_raw() -> dict:
     return raw
 
 
-def scaled_config_path() -> Path:
-    """The scaled config written to a fresh temporary folder (load_model reads a path)."""
-    folder = Path(tempfile.mkdtemp(prefix="k3plan-scaled-k3-"))
-    (folder / "config.json").write_text(json.dumps(scaled_k3_raw()))
+# the process's one temporary folder for the configs below, removed when the process ends (load_model reads a path;
+# a fresh mkdtemp a call left one folder in /tmp for every test and probe that asked)
+_FOLDER: tempfile.TemporaryDirectory | None = None
+
+
+def _written(name: str, raw: dict) -> Path:
+    """``raw`` written as ``<the process's folder>/<name>/config.json`` (a fresh subfolder a call)."""
+    global _FOLDER
+    if _FOLDER is None:
+        _FOLDER = tempfile.TemporaryDirectory(prefix="k3plan-configs-")
+    folder = Path(tempfile.mkdtemp(dir=_FOLDER.name)) / name
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(raw))
     return folder / "config.json"
+
+
+def scaled_config_path() -> Path:
+    """The scaled config written to a temporary folder removed at exit (load_model reads a path)."""
+    return _written("scaled-k3", scaled_k3_raw())
 
 
 # K3's widths on one accelerator (issue 35): hidden 7168, latent 3584, 96 heads of 128, MLA ranks as K3's;
@@ -78,11 +92,8 @@ def k3_width_raw(
 
 
 def k3_width_config_path(**kw) -> Path:
-    """The config written to a fresh temporary folder named ``k3-width-<L>l-<E>e`` (the model's name, which a
-    calibration of it is matched by: k3plan/evidence/calibrations/k3-width-4l-32e-v5e-*.yaml)."""
+    """The config written to a temporary folder named ``k3-width-<L>l-<E>e`` (the model's name, which a calibration
+    of it is matched by: k3plan/evidence/calibrations/k3-width-4l-32e-v5e-*.yaml), removed at exit."""
     raw = k3_width_raw(**kw)
     t = raw["text_config"]
-    folder = Path(tempfile.mkdtemp(prefix="k3plan-")) / f"k3-width-{t['num_hidden_layers']}l-{t['num_experts']}e"
-    folder.mkdir()
-    (folder / "config.json").write_text(json.dumps(raw))
-    return folder / "config.json"
+    return _written(f"k3-width-{t['num_hidden_layers']}l-{t['num_experts']}e", raw)
