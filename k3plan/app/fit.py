@@ -368,14 +368,21 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
                 f"; k3plan read no {q.engine} release before {release_text(rules.oldest_release_read)}, so this "
                 "one is priced by the code each rule cites, which may size memory otherwise"
             )
-        if rules.newest_release_read is not None and q.release > rules.newest_release_read:
+        latest = rules.latest_release_read or rules.newest_release_read
+        if latest is not None and q.release > latest:
             follows += (
-                f"; k3plan read no {q.engine} release after {release_text(rules.newest_release_read)}, so this "
-                f"one is priced as {release_text(rules.newest_release_read)}, whose code may size memory otherwise"
+                f"; k3plan read no {q.engine} release after {release_text(latest)}, so this one is priced as "
+                f"{release_text(latest)}, whose code may size memory otherwise"
             )
+        newest = (
+            f"the release k3plan reads a command as where it names none ({release_text(latest)}, read too, is priced "
+            f"only under --engine-version {release_text(latest)} until a start log of it is checked)"
+            if latest is not None and latest > q.release
+            else "the newest release k3plan read"
+        )
         said = (
-            f"read as {q.engine} {release_text(q.release)}, the newest release k3plan read (fit --engine-version X "
-            f"reads the command as release X): {follows}"
+            f"read as {q.engine} {release_text(q.release)}, {newest} (fit --engine-version X reads the command as "
+            f"release X): {follows}"
             if q.release_default
             else f"--engine-version {release_text(q.release)}: {follows}"
         )

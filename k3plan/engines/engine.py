@@ -123,6 +123,10 @@ class Engine:
     # engines/vllm/releases.py NEWEST_RELEASE, SGLang: engines/sglang/releases.py NEWEST_RELEASE); None: each rule's
     # cited code
     newest_release_read: tuple[int, int, int] | None = None
+    # the newest release whose code k3plan read for this engine, where it is newer than the default above (vLLM: 0.34.0
+    # is read and priced under --engine-version, not yet the default: engines/vllm/releases.py NEWEST_READ); a command
+    # of a later release is priced by its rules, with a caveat saying so. None: the default above
+    latest_release_read: tuple[int, int, int] | None = None
     # (release, async_scheduling, pp, v2_runner) -> the batches of the prefill budget a windowed KV group holds pages
     # for, as a serve command runs (vLLM: engines/vllm/releases.py in_flight_batches); None: not the engine's rule
     windowed_in_flight: Optional[Callable[..., int]] = None

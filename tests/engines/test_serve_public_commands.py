@@ -131,7 +131,11 @@ def test_a_release_after_the_newest_read_says_it_is_priced_as_that_one(monkeypat
     real = engine_rules("vllm")
     assert real.newest_release_read is not None
     older = (real.newest_release_read[0], real.newest_release_read[1] - 1, 0)
-    monkeypatch.setattr(fit_app, "engine_rules", lambda ref: dataclasses.replace(real, newest_release_read=older))
+    monkeypatch.setattr(
+        fit_app,
+        "engine_rules",
+        lambda ref: dataclasses.replace(real, newest_release_read=older, latest_release_read=None),
+    )
     *_, q = _from_serve(
         R1, {"hardware": "nvidia-h200"}, 8192, None, engine_version=release_text(real.newest_release_read)
     )
@@ -139,6 +143,32 @@ def test_a_release_after_the_newest_read_says_it_is_priced_as_that_one(monkeypat
     assert f"read no vllm release after {release_text(older)}, so this one is priced as {release_text(older)}" in text
     *_, same = _from_serve(R1, {"hardware": "nvidia-h200"}, 8192, None, engine_version=release_text(older))
     assert "read no vllm release after" not in " ".join(same.caveats)
+
+
+def test_a_vllm_release_after_0_34_is_priced_as_0_34_the_newest_read_not_the_default(cli):
+    """vLLM's default release (0.33.0, engines/vllm/releases.py NEWEST_RELEASE) is not the newest k3plan read: 0.34.0
+    (NEWEST_READ) is read and priced under --engine-version. A later release is priced by 0.34.0's rules, and the
+    caveat says 0.34.0, not the default (it said 'priced as 0.33.0' while pricing 0.34.0's extensible pool)."""
+    from k3plan.engines.registry import engine_rules
+    from k3plan.engines.vllm.releases import NEWEST_READ, NEWEST_RELEASE
+
+    assert engine_rules("vllm").latest_release_read == NEWEST_READ > NEWEST_RELEASE
+    cmd = "vllm serve deepseek-ai/DeepSeek-R1 -tp 8"
+
+    def engine(version):
+        r = cli("fit", "-H", "nvidia-h200", "-t", "8", "--serve", cmd, "--engine-version", version, "--json")
+        d = json.loads(r.stdout)
+        return d["engine"], " ".join(d["engine"]["serve"]["caveats"])
+
+    later, said = engine("0.35.0")
+    at_034, said_034 = engine("0.34.0")
+    assert later["kv_pool_bytes"] == at_034["kv_pool_bytes"] and later["starts"] is at_034["starts"]
+    assert "read no vllm release after 0.34.0, so this one is priced as 0.34.0" in said
+    assert "read no vllm release after" not in said_034
+    default = cli("fit", "-H", "nvidia-h200", "-t", "8", "--serve", cmd, "--json")
+    assert "0.34.0, read too, is priced only under --engine-version 0.34.0" in " ".join(
+        json.loads(default.stdout)["engine"]["serve"]["caveats"]
+    )
 
 
 def test_tpu_inference_s_additional_config_keys_are_read_or_refused_with_what_they_do():

@@ -9,7 +9,7 @@ from pathlib import Path
 from k3plan.engines.engine import Engine
 from k3plan.engines.vllm import dsv4
 from k3plan.engines.vllm.moe_padding import expert_shard_pad
-from k3plan.engines.vllm.releases import NEWEST_RELEASE, in_flight_batches, option_defaults
+from k3plan.engines.vllm.releases import NEWEST_READ, NEWEST_RELEASE, in_flight_batches, option_defaults
 
 ENGINE = Engine(
     engine_loop="vllm",  # vLLM's own engine loop: vLLM's published host time a step (engines/vllm/speed.py)
@@ -45,6 +45,7 @@ ENGINE = Engine(
     ),
     oldest_release_read=(0, 11, 1),  # the 0.11.1 wheel (the sampler warm-up's sort, engines/vllm/sampler.py)
     newest_release_read=NEWEST_RELEASE,  # 0.33.0: a GPU question that names no release is read as it (releases.py)
+    latest_release_read=NEWEST_READ,  # 0.34.0: read, priced under --engine-version (releases.py)
     windowed_in_flight=in_flight_batches,  # DeepSeek-V4's windowed groups: batches in flight by release and scheduling
     expert_shard_pad=expert_shard_pad,  # a TP-split expert shard padded by the model's rule (moe_padding.py)
     scheduling_default=(

@@ -22,6 +22,9 @@ from k3plan.engines.release import Release
 # test_vllm_moe_padding.py); tests/engines/test_vllm_sampler.py's pool identity (activation + graphs) gains the
 # margin, max(1 GiB, 0.75 x the peak). The other 16 cases read at the default keep their verdicts.
 NEWEST_RELEASE: Release = (0, 33, 0)
+# the newest vLLM release whose code k3plan read (its wheel diffed against 0.31.0, its changes gated on it), priced
+# under fit --engine-version 0.34.0: a command of a later release is priced by its rules, and says so
+NEWEST_READ: Release = (0, 34, 0)
 
 # From 0.26.0 a windowed KV group (a sliding window or a compressor state) charges each request its window plus the
 # tokens scheduled and not yet settled, one max_num_batched_tokens a concurrent batch (VllmConfig.max_in_flight_tokens,
