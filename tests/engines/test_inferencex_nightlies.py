@@ -236,3 +236,33 @@ def test_a_multi_node_recipe_s_disaggregated_worker_starts_with_its_settings_rea
 def test_a_multi_node_recipe_setting_with_an_unpriced_effect_is_refused_with_what_it_does(command, what):
     with pytest.raises(K3PlanError, match=what):
         parse_serve(command, platform="gpu", device_gib=179)
+
+
+# InferenceX's gfx942 DeepSeek-V4.1-Flash arm (agentic/dsv41flash_fp4_mi300x_mtp.sh @0e01a6eb, TP 4)
+VLLM_V41_MI300X = (
+    "VLLM_ROCM_USE_AITER=1 VLLM_ROCM_USE_AITER_MOE=1 VLLM_USE_BREAKABLE_CUDAGRAPH=0 vllm serve "
+    "deepseek-ai/DeepSeek-V4.1-Flash --tensor-parallel-size 4 --language-model-only --engram-config "
+    """'{"cpu_offload":true}' --moe-backend aiter --max-model-len 1048576 --max-num-seqs 128 """
+    "--max-cudagraph-capture-size 1024 --max-num-batched-tokens 8192 <replay> "
+    """--compilation-config '{"cudagraph_mode":"FULL_DECODE_ONLY"}'"""
+)
+
+
+@pytest.mark.parametrize("replay", ["--no-swa-bounded-replay", "--swa-bounded-replay"])
+def test_swa_bounded_replay_is_read_as_harmless(cli, replay):
+    """--[no-]swa-bounded-replay (vllm 0.31.0 wheel (PyPI): vllm/config/cache.py CacheConfig.swa_bounded_replay) decides
+    what prefix caching keeps and replays of V4.1's sliding window (vllm/v1/kv_cache_interface.py SlidingWindowMLASpec
+    prefix_cacheable / prefix_replay_tokens; its page and max_memory_usage_bytes do not read it) and is off on ROCm
+    whatever is passed (vllm/models/deepseek_v41/attention.py): the pool is the same with either spelling or none."""
+    pools = []
+    for flag in (replay, ""):
+        got = cli(
+            "fit", "-H", "amd-mi300x", "-t", "4", "--engine-version", "0.31.0", "--json",
+            "--serve", " ".join(VLLM_V41_MI300X.replace("<replay>", flag).split()),
+        )  # fmt: skip
+        assert got.exit_code == 0, got.stdout
+        out = json.loads(got.stdout)["engine"]
+        pools.append(out["kv_pool_bytes"])
+        if flag:
+            assert flag in out["serve"]["ignored"]
+    assert pools[0] == pools[1]
