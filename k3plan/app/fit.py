@@ -715,6 +715,8 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         q_lora_rank=(spec.mla.q_lora_rank or 0) if spec.mla else 0,
         tp_attention=setup.parallel.tp,
         mega_moe=_mega_moe(served, setup, result, vendor=hw.vendor),
+        # the routed experts' checkpoint formats: the MoE method that raises a weights' OOM (engines/vllm/memory.py)
+        expert_formats=tuple(sorted({f for role, f in setup.model.inventory.role_formats if role == "expert"})),
     )
     if got is None:
         return None

@@ -114,6 +114,43 @@ WEIGHTS_OOM_AT = (
     "vllm/model_executor/layers/quantization/mxfp4.py Mxfp4MoEMethod.create_weights, while the model is built "
     "(torch.OutOfMemoryError; the traceback of vllm-project/vllm#51124)"
 )
+# Where the weights' OOM is raised by the checkpoint's expert format: the routed experts are nearly all of a MoE
+# model's bytes, so the allocation that crosses the device is an expert tensor, made by the MoE method the format
+# selects, as the model is built (vllm 0.33.0 wheel (PyPI): each file and class below; llm-d's DeepSeek-R1 FP8 on
+# one H100 failed allocating 3.50 GiB, one layer's FP8 w2_weight, 256 x 7,168 x 2,048 B:
+# tests/engines/cases/vllm-llmd-r1-h100-tp1-16k.yaml)
+_QUANT = "vllm/model_executor/layers/quantization/"
+WEIGHTS_OOM_AT_BY_FORMAT = {
+    "mxfp4": WEIGHTS_OOM_AT,
+    "ds_fp4": WEIGHTS_OOM_AT,
+    "fp8_block": f"{_QUANT}fp8.py Fp8MoEMethod.create_weights, while the model is built (torch.OutOfMemoryError)",
+    "int4_g32": (
+        f"{_QUANT}compressed_tensors/compressed_tensors_moe/compressed_tensors_moe_wna16.py "
+        "CompressedTensorsWNA16MoEMethod.create_weights, while the model is built (torch.OutOfMemoryError)"
+    ),
+    "nvfp4": f"{_QUANT}modelopt.py ModelOptNvFp4FusedMoE.create_weights, while the model is built (torch.OutOfMemoryError)",
+    "quark_mxfp4": (
+        f"{_QUANT}quark/quark_moe.py QuarkOCP_MX_MoEMethod.create_weights, while the model is built "
+        "(torch.OutOfMemoryError)"
+    ),
+    "bf16": (
+        "vllm/model_executor/layers/fused_moe/unquantized_fused_moe_method.py UnquantizedFusedMoEMethod.create_weights, "
+        "while the model is built (torch.OutOfMemoryError)"
+    ),
+}
+
+
+def weights_oom_at(expert_formats: tuple[str, ...]) -> str:
+    """Where vLLM raises the weights' OOM for a checkpoint whose routed experts are in ``expert_formats`` (one
+    format: its MoE method's create_weights; none or several: the model's build, the layer unnamed)."""
+    if len(expert_formats) == 1 and expert_formats[0] in WEIGHTS_OOM_AT_BY_FORMAT:
+        return WEIGHTS_OOM_AT_BY_FORMAT[expert_formats[0]]
+    return (
+        "vllm/model_executor/model_loader/base_loader.py BaseModelLoader.load_model, a layer's create_weights while "
+        "the model is built (torch.OutOfMemoryError)"
+    )
+
+
 VLLM_GPU_WORKER = (
     "vllm-project/vllm vllm/v1/worker/gpu_worker.py Worker.determine_available_memory (requested memory = "
     "utilization x total - non_kv_cache_memory: weights + torch peak increase + non-torch; read in stored copies)"
@@ -233,6 +270,7 @@ def vllm_kv_pool(
     unpriced: str = "",
     kv_cache_memory_bytes: int | None = None,
     extensible_platform: str | None = None,
+    expert_formats: tuple[str, ...] = (),
 ) -> EngineSizing:
     """vLLM's pool as its worker and KV manager size it (module docstring); ``starts``: the engine's start
     checks pass (available > 0 and one max_model_len request fits: vLLM's _check_enough_kv_cache_memory).
@@ -375,7 +413,7 @@ def vllm_kv_pool(
             f"{oom} while loading the weights: {weights_bytes / gib:.2f} GiB a device of the "
             f"{visible_bytes / gib:.2f} GiB the engine sees"
         )
-        raised_at = WEIGHTS_OOM_AT if hbm_worker is None else hbm_worker.weights_oom_at
+        raised_at = weights_oom_at(expert_formats) if hbm_worker is None else hbm_worker.weights_oom_at
     elif given and resident + available > visible_bytes:
         starts = False
         message = (
@@ -535,6 +573,7 @@ def engine_sizing(
     kv_cache_memory_bytes: int | None = None,
     utilization_given: bool = False,
     mega_moe: tuple[int, str] | None = None,
+    expert_formats: tuple[str, ...] = (),
 ) -> EngineSizing | None:
     """The sizing of the stack's engine from a fit's numbers; None where the stack's pool is not vLLM's
     (kv_pool method utilization_minus_profile: GPU vLLM; utilization_minus_resident: the torch_tpu plugin).
@@ -815,6 +854,7 @@ def engine_sizing(
         in_flight_batches=in_flight if in_flight is not None else default_in_flight(),
         kv_cache_memory_bytes=kv_cache_memory_bytes if kv_pool_method == "utilization_minus_profile" else None,
         extensible_platform=ext_platform,
+        expert_formats=expert_formats,
     )
 
 
