@@ -423,9 +423,14 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
     if isinstance(q.speculative, SglangSpec):  # SGLang's draft, priced from the checkpoint (engines/sglang/spec.py)
         from k3plan.engines.dp_attention import ENGINE as DP_ATTENTION
         from k3plan.engines.sglang.spec import draft_pricing as sglang_draft
+        from k3plan.engines.stack import parse_stack
+        from k3plan.models.formats import get_format
 
         dp_attention = q.stack == DP_ATTENTION.name
         full_tp = q.tp * (q.dp if dp_attention else 1)  # tp_size: attention TP x dp_size under DP attention
+        # the draft's tensors in the forms the command's stack holds the target's (the draft's MoE runs the target's
+        # runner: engines/sglang/spec.py DRAFT_RUNNER)
+        held_stack = parse_stack(q.stack).with_options(**q.stack_options).with_defaults()
         q = dataclasses.replace(
             q,
             draft=sglang_draft(
@@ -439,6 +444,7 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
                 lm_head_tp=full_tp if q.lm_head_whole_tp is not None else q.tp,
                 dp_attention=dp_attention,
                 pp=q.pp,
+                held=lambda t, role: get_format(held_stack.runtime_format(role, t.fmt)).nbytes(t.shape),
             ),
         )
         from k3plan.engines.sglang.dsv4_pool import FIXED_C128_FORMS, form_for_release

@@ -171,3 +171,30 @@ def test_a_release_that_sized_the_pool_before_the_draft_loaded_is_refused(cli):
     old = cli("fit", "-H", "nvidia-h200", "--serve", cmd, "--engine-version", "0.5.12")
     assert old.exit_code == 2 and "read from 0.5.14 on" in old.output and len(old.output.strip().splitlines()) == 1
     assert cli("fit", "-H", "nvidia-h200", "--serve", cmd, "--engine-version", "0.5.14").exit_code in (0, 1)
+
+
+def test_the_draft_s_experts_are_held_as_the_target_s_moe_runner_holds_them(cli):
+    """The draft's MoE runs the target's runner (sglang 0.5.15 wheel, arg_groups/overrides.py
+    _speculative_moe_runner_default: speculative_moe_runner_backend defaults to the resolved moe_runner_backend), so
+    under --moe-runner-backend marlin the NextN layer's FP4 experts keep the fp32 scale Parameters the target's keep
+    (models/formats.py mxfp4_e8m0_f32kept); InferenceX#2128's MTP log on 8 H200 (the draft's 'mem usage=3.07 GB')
+    is the case (tests/engines/cases/sglang-inferencex-2128-dsv4-pro-h200-tp8-mtp.yaml)."""
+    from k3plan.models.formats import get_format
+
+    base = (
+        "sglang serve --model-path deepseek-ai/DeepSeek-V4-Pro --tp 8 --mem-fraction-static 0.94 "
+        "--max-running-requests 8 --moe-runner-backend {runner}"
+    )
+    draft = {}
+    for runner in ("marlin", "flashinfer_mxfp4"):
+        on = _engine(cli, base.format(runner=runner) + V4_SPEC)
+        off = _engine(cli, base.format(runner=runner))
+        draft[runner] = on["weights_bytes"] - off["weights_bytes"]
+    mtp = load_model("deepseek-v4-pro").inventory.of_kind("mtp")
+    experts = [t for t in mtp if ".experts." in t.name and "shared" not in t.name]
+    assert experts and {t.fmt for t in experts} == {"ds_fp4"}
+    checkpoint = sum(t.nbytes for t in experts)
+    kept = sum(get_format("mxfp4_e8m0_f32kept").nbytes(t.shape) for t in experts)
+    assert kept > checkpoint  # 4 B a 32-block beside the codes and the E8M0 scales
+    # the experts over the 8 ranks of the TP group (no EP), rounded up as the draft's pricing rounds each group
+    assert draft["marlin"] - draft["flashinfer_mxfp4"] == -(-kept // 8) - -(-checkpoint // 8)

@@ -25,7 +25,8 @@ What the engine does (each rule's code named where it is applied, all of the 0.5
   'Loaded weights (target + draft) can exceed the static budget');
 - the draft model (models/deepseek_nextn.py DeepseekV3ForCausalLMNextN, models/deepseek_v4_nextn.py
   DeepseekV4ForCausalLMNextN) is the checkpoint's MTP layer built as the target's decoder layer (attention over the
-  attention-TP group, experts as the target's), its projections and norms whole, and its OWN embed_tokens
+  attention-TP group, experts as the target's, held in the form the target's MoE runner holds them: DRAFT_RUNNER),
+  its projections and norms whole, and its OWN embed_tokens
   (VocabParallelEmbedding, over the attention-TP group: vocab_parallel_embedding.py get_embedding_tp_kwargs; V4's over
   TP, whole under DP attention) and lm_head (ParallelLMHead over the TP group): both are handed the target's tensors
   only in EAGLEWorkerV2.alloc_memory_pool -> init_lm_head -> set_embed_and_head, after the target's pool is sized
@@ -55,6 +56,9 @@ parallelism, and what the engine itself refuses at start.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from k3plan.errors import K3PlanError
 from k3plan.structs import Frozen
 from k3plan.units import GiB
@@ -69,6 +73,15 @@ DRAFT_LOAD_SOURCE = (
     "model_runner_kv_cache_mixin.py _profile_available_bytes ('Loaded weights (target + draft)'), "
     "speculative/eagle_worker_v2.py alloc_memory_pool -> init_lm_head -> set_embed_and_head (the draft's own "
     "embed_tokens and lm_head given back only after the target's pool is sized; sgl-project/sglang#36452)"
+)
+# the draft's MoE runs the target's runner: the speculative hook defaults speculative_moe_runner_backend to the
+# resolved moe_runner_backend (a HIP-only ModelOpt-FP4 override aside), so its experts are held as the target's are
+# (DeepSeek-V4's FP4 experts under --moe-runner-backend marlin: the fp32 scale Parameters kept, models/formats.py
+# mxfp4_e8m0_f32kept)
+DRAFT_RUNNER = (
+    f"{WHEEL} python/sglang/srt/arg_groups/overrides.py _speculative_moe_runner_default ('Default the speculative "
+    "(draft) MoE runner backend to the resolved target-model backend'; _deepseek_spec_moe_resolution sets triton "
+    "or deep_gemm instead only on HIP for modelopt_fp4 DeepSeek checkpoints)"
 )
 DRAFT_KV_SOURCE = (
     f"{WHEEL}: model_runner.py ModelRunner.__init__ (eagle_draft_num_layers = the draft config's "
@@ -260,12 +273,26 @@ _HEAD = ("shared_head.head", "lm_head", "head.weight")
 
 
 def draft_pricing(
-    spec: SglangSpec, model, *, tp: int, ep: int, lm_head_tp: int, dp_attention: bool, pp: int
+    spec: SglangSpec,
+    model,
+    *,
+    tp: int,
+    ep: int,
+    lm_head_tp: int,
+    dp_attention: bool,
+    pp: int,
+    held: Callable[[Any, str], int] | None = None,
 ) -> SglangDraft:
     """The draft's bytes a device at the target's profile and its KV layers (module docstring). ``model``: the loaded
     k3plan Model; ``tp``: the attention-TP size (tp_size, or tp_size / dp_size under DP attention); ``ep``: the
     ranks the experts spread over (the expert bytes a device are the same split over TP); ``lm_head_tp``: the TP
-    group the LM head is cut over (tp_size)."""
+    group the LM head is cut over (tp_size); ``held(t, role)``: the bytes the engine holds of inventory tensor ``t``
+    in the form the target's stack holds a tensor of ``role`` (its runtime format): the draft's routed experts as the
+    target's experts, its MoE running the target's runner (DRAFT_RUNNER); None: the checkpoint's bytes."""
+
+    def nbytes(t, role: str | None = None) -> int:
+        return t.nbytes if held is None else held(t, role or t.role)
+
     s = model.spec
     arch = SELF_DRAFT.get(s.architecture)
     if pp > 1:
@@ -305,27 +332,28 @@ def draft_pricing(
     whole = split_tp = split_ep = embed = head = 0
     for t in mtp:
         if ".experts." in t.name and "shared_experts" not in t.name:
-            split_ep += t.nbytes
+            split_ep += nbytes(t, "expert")
         elif any(k in t.name for k in _EMBED):
-            embed += t.nbytes
+            embed += nbytes(t)
         elif any(k in t.name for k in _HEAD):
-            head += t.nbytes
+            head += nbytes(t)
         elif _whole(t.name):
-            whole += t.nbytes
+            whole += nbytes(t)
         else:
-            split_tp += t.nbytes
+            split_tp += nbytes(t)
     own = "in its MTP layer's tensors"
     if not embed or not head:  # the checkpoint's MTP layer carries none: the draft builds its own, the target's shape
         glob = model.inventory.of_kind("global")
-        embed = embed or sum(t.nbytes for t in glob if any(k in t.name for k in _EMBED))
-        head = head or sum(t.nbytes for t in glob if any(k in t.name for k in _HEAD) and "hc_head" not in t.name)
+        embed = embed or sum(nbytes(t) for t in glob if any(k in t.name for k in _EMBED))
+        head = head or sum(nbytes(t) for t in glob if any(k in t.name for k in _HEAD) and "hc_head" not in t.name)
         own = "allocated as the target's embedding and LM head (the checkpoint's MTP layer carries none)"
     # the embedding over the attention-TP group (get_embedding_tp_kwargs); V4's NextN over TP, whole under DP attention
     embed_tp = 1 if (s.dsv4 is not None and dp_attention) else tp
     per_device = whole + -(-split_tp // tp) + -(-split_ep // ep) + -(-embed // embed_tp) + -(-head // lm_head_tp)
     source = (
         f"{spec.source}; the draft: {s.name}'s {s.mtp_layers} MTP layer(s) from its checkpoint index ({len(mtp)} "
-        f"tensors) built as {arch}NextN: experts {split_ep / GiB:.2f} GiB over {ep} rank(s), attention and shared "
+        f"tensors) built as {arch}NextN{' in the forms the target holds them (' + DRAFT_RUNNER + ')' if held else ''}: "
+        f"experts {split_ep / GiB:.2f} GiB over {ep} rank(s), attention and shared "
         f"experts {split_tp / GiB:.2f} GiB over TP {tp}, projections and norms {whole / GiB:.3f} GiB whole, its own "
         f"embed_tokens {embed / GiB:.2f} GiB over {embed_tp} and lm_head {head / GiB:.2f} GiB over {lm_head_tp} ({own}), "
         f"all resident when the target's pool is sized ({DRAFT_LOAD_SOURCE})"
