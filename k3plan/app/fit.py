@@ -638,6 +638,7 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
             mem_fraction_static=round(1 - reserve, 12),
             visible_bytes=hw.usable_bytes_per_device,
             visible_source=str(hw.sources().get("usable_hbm_per_device", hw.path)),
+            hardware=hw.name,  # SGLang's free memory before loading, where a log gives it
             weights_bytes=result.per_device.weights_bytes,
             state_pool_bytes=result.per_device.state_bytes,
             state_source=result.provenance.state,

@@ -93,6 +93,12 @@ SGLANG_MAMBA_RATIO = 0.9  # ServerArgs.mamba_full_memory_ratio's default (SGLANG
 SGLANG_MIN_POOL_TOKENS = 7
 # what SGLang's free-memory reading after the load holds that k3plan does not price: the pool an upper bound
 SGLANG_UNPRICED = "SGLang's non-torch memory (the CUDA context and NCCL's buffers, in the free memory it reads)"
+# where a log of the GPU gives the free memory before loading (FREE_BEFORE_LOAD), the context and NCCL are in it, at
+# the logged split; what the load adds outside the weights still is not
+SGLANG_UNPRICED_AFTER_LOG = (
+    "SGLang's non-torch memory beyond the logged free memory before loading (NCCL's buffers at another split than the "
+    "logged one; what the load adds outside the weights: cuBLAS, kernel modules)"
+)
 
 SGLANG_SYMM_OOM_AT = (
     "sglang 0.5.16-0.5.23 wheels (PyPI), sglang/srt/distributed/device_communicators/pynccl_allocator.py "
@@ -105,6 +111,36 @@ SGLANG_SYMM_UNPRICED = (
     "sglang/srt/entrypoints/engine.py _set_envs_and_config), sized by NCCL for the topology, and the symmetric pool's "
     "growth past its preallocation at run time"
 )
+
+
+# SGLang sizes the pool from the memory free before it loads the model, not the device's total: rest_memory =
+# available after loading - pre_model_load_memory x (1 - mem_fraction_static), pre_model_load_memory the free memory
+# after the parallel groups are up (the minimum over ranks), so the CUDA context and NCCL's communicators are out of
+# it (sglang 0.5.23 wheel (PyPI), sglang/srt/distributed/bootstrap.py measure_pre_model_load_memory,
+# sglang/srt/mem_cache/kv_cache_configurator.py _profile_available_bytes; 0.4.x: ModelRunner.init_torch_distributed's
+# get_available_gpu_memory). A log gives it as the load line's avail mem + mem usage (SGLang's GB is GiB: /(1 << 30)):
+# hardware -> (bytes, source), transferred to other splits of the same GPU (the communicators' buffers grow with the
+# ranks a group spans, so the figure is the logged split's). Elsewhere the device's usable HBM stands, said unpriced.
+FREE_BEFORE_LOAD: dict[str, tuple[int, str]] = {
+    "nvidia-h200": (
+        round((12.25 + 125.65) * GiB),
+        "SGLang's free memory before loading on an H200 at TP 8, 137.90 GiB: 'Load weight end. quant=fp8, fmt=e4m3, "
+        "avail mem=12.25 GB, mem usage=125.65 GB' (SemiAnalysisAI/InferenceX#2128, DeepSeek-V4-Pro: "
+        "tests/engines/cases/sglang-inferencex-2128-dsv4-pro-h200-tp8.yaml)",
+    ),
+    "amd-mi355x": (
+        round((209.98 + 73.58) * GiB),
+        "SGLang's free memory before loading on an MI355X at TP 8, 283.56 GiB: TP0's 'Load weight end. ... avail "
+        "mem=209.98 GB, mem usage=73.58 GB', the lowest rank (TP1's 283.96; the minimum over ranks is taken) "
+        "(Kimi-K2.5: tests/engines/cases/sglang-amdissues-kimi-k2.5-mi355x-tp8.yaml)",
+    ),
+    "amd-mi300x": (
+        round((100.32 + 90.07) * GiB),
+        "SGLang's free memory before loading on an MI300X at TP 16 over two nodes, 190.39 GiB: 'Load weight end. ... "
+        "avail mem=100.32 GB, mem usage=90.07 GB' (sgl-project/sglang#7847, SGLang 0.4.9, DeepSeek-R1: "
+        "tests/engines/cases/sglang-7847-r1-mi300x-tp16-dp16-ep.yaml)",
+    ),
+}
 
 
 def sglang_kv_pool(
@@ -136,6 +172,7 @@ def sglang_kv_pool(
     multimodal: bool = False,
     symm_mem_bytes: int = 0,
     symm_mem_source: str = "",
+    hardware: str = "",
 ) -> EngineSizing:
     """SGLang's KV pool a device and its start rule (module docstring). ``max_total_tokens``: --max-total-tokens,
     the most tokens the pool holds ('The maximum number of tokens that can be stored into the KV cache',
@@ -157,6 +194,10 @@ def sglang_kv_pool(
     after the KV pool and the CUDA graphs: the pool is sized as without it, and SGLang fails at start where the
     1 - mem_fraction_static share it comes out of is smaller (SGLANG_SYMM_OOM_AT; the graphs and activations share
     it, so the check is a floor)."""
+    unpriced = SGLANG_UNPRICED
+    if hardware in FREE_BEFORE_LOAD:  # what SGLang counts from, where a log of this GPU gives it
+        visible_bytes, visible_source = FREE_BEFORE_LOAD[hardware]
+        unpriced = SGLANG_UNPRICED_AFTER_LOG
     weights_src = weights_source
     if draft is not None and draft.bytes_per_device:
         weights_bytes += draft.bytes_per_device
@@ -360,7 +401,7 @@ def sglang_kv_pool(
         message=message,
         raised_at=raised_at,
         layout="full-token" if dsv4 is not None else "",
-        unpriced=SGLANG_UNPRICED + (SGLANG_SYMM_UNPRICED if symm_mem_bytes else ""),
+        unpriced=unpriced + (SGLANG_SYMM_UNPRICED if symm_mem_bytes else ""),
         check_margin_bytes=(max(min(margin, slack - symm_mem_bytes) if symm_mem_bytes else margin, 0) if starts else 0),
     )
 
@@ -385,6 +426,7 @@ def sglang_dsv4_swa_tokens(setup, weights_bytes: int) -> tuple[int, str] | None:
         mem_fraction_static=frac,
         visible_bytes=setup.hardware.usable_bytes_per_device,
         visible_source=setup.hardware.name,
+        hardware=setup.hardware.name,
         weights_bytes=weights_bytes,
         state_pool_bytes=0,
         state_source="",

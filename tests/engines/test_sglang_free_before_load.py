@@ -1,0 +1,40 @@
+"""SGLang sizes its pool from the memory free before it loads the model (pre_model_load_memory: after the CUDA
+context and NCCL's communicators), not the device's total: rest = available after loading - pre_model_load_memory x
+(1 - mem_fraction_static) (sglang 0.5.23 wheel, distributed/bootstrap.py measure_pre_model_load_memory,
+mem_cache/kv_cache_configurator.py _profile_available_bytes). Where a log of the GPU prints it (the load line's avail
+mem + mem usage) k3plan counts from it (engines/sglang/memory.py FREE_BEFORE_LOAD); elsewhere from the usable HBM."""
+
+from __future__ import annotations
+
+import json
+
+from k3plan.engines.sglang.memory import FREE_BEFORE_LOAD
+from k3plan.units import GiB
+
+R1 = "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-R1 --tp 8 --mem-fraction-static 0.9"
+
+
+def _engine(cli, hardware):
+    r = cli("fit", "-H", hardware, "-t", "8", "--serve", R1, "--json")
+    assert r.exit_code in (0, 1), r.output
+    return json.loads(r.stdout)["engine"]
+
+
+def test_the_pool_counts_from_the_free_memory_before_loading_where_a_log_gives_it(cli):
+    eng = _engine(cli, "nvidia-h200")
+    free, _ = FREE_BEFORE_LOAD["nvidia-h200"]
+    assert round(free / GiB, 2) == 137.90  # InferenceX#2128: avail mem 12.25 + mem usage 125.65
+    assert eng["kv_pool_bytes"] == int(0.9 * free) - eng["weights_bytes"]
+    assert "free memory before loading on an H200" in eng["sources"]["kv_pool"]
+
+
+def test_a_gpu_without_such_a_log_counts_from_its_usable_hbm_and_says_the_rest_is_unpriced(cli):
+    from k3plan.hardware import load_hardware
+
+    assert "nvidia-b200" not in FREE_BEFORE_LOAD
+    eng = _engine(cli, "nvidia-b200")
+    assert (
+        eng["kv_pool_bytes"] == int(0.9 * load_hardware("nvidia-b200").usable_bytes_per_device) - eng["weights_bytes"]
+    )
+    assert "CUDA context" in eng["unpriced"]
+    assert "beyond the logged free memory before loading" in _engine(cli, "nvidia-h200")["unpriced"]
