@@ -41,3 +41,27 @@ def test_gfx950_adds_the_head_rows_beside_the_warm_up_gather():
     ws950, _, _ = _ws(max_num_seqs=1, max_num_batched_tokens=524288, hardware="amd-mi355x")
     warm = 4 * (M + 128 + 524288) * 512 * 2
     assert ws942 == warm and ws950 == warm + 524288 * 32 * 512 * 2
+
+
+def test_v4_s_decode_logits_rows_are_bounded_from_0_30():
+    """vllm 0.30.0 and 0.31.0 wheels (PyPI), v1/attention/ops/rocm_aiter_mla_sparse.py _max_decode_logits_rows:
+    min(tokens, max_num_seqs x (1 + k)) rows of decode logits; the 0.29.0 wheel reserves the profile run's tokens
+    (engines/vllm/dsv4_workspace.py ROCM_DECODE_ROWS_FROM)."""
+    from k3plan.engines.vllm.dsv4_workspace import dsv4_rocm_profile_workspace
+
+    d = load_model("deepseek-v4-pro").spec.dsv4
+
+    def ws(release):
+        return dsv4_rocm_profile_workspace(
+            d,
+            max_model_len=M,
+            max_num_batched_tokens=16384,
+            hardware="amd-mi300x",
+            release=release,
+            max_num_seqs=128,
+            spec_tokens=1,
+        )[0]
+
+    assert ws((0, 29, 0)) == 16384 * (M // 4) * 4  # 16 GiB of logits (vllm-project/vllm#53961's build)
+    assert ws((0, 30, 0)) < ws((0, 29, 0))  # 256 rows: the K gather or the warm-up gather is the larger view now
+    assert ws(None) == ws((0, 29, 0))  # no release named: the 0.28.0 code the V4 rule cites

@@ -368,6 +368,21 @@ F32 = 4
 CSA_RATIO, HCA_RATIO = 4, 128  # the compress ratios of V4's indexed (CSA) and heavily compressed (HCA) layers
 
 
+# From 0.30.0 the ROCm indexer's decode-logits rows are bounded by the batch a decode can hold: _max_decode_logits_rows
+# = min(tokens, max_num_seqs x (1 + num_speculative_tokens)) ('the loose bound ... at the model's full context asks for
+# tens of TiB'); the 0.29.0 wheel reserves (tokens, max_model_len). Read in the 0.29.0, 0.30.0 and 0.31.0 wheels (PyPI),
+# vllm/v1/attention/ops/rocm_aiter_mla_sparse.py rocm_aiter_sparse_attn_indexer
+ROCM_DECODE_ROWS_FROM = (0, 30, 0)
+
+
+def rocm_decode_rows(tokens: int, *, max_num_seqs: int, spec_tokens: int, release: tuple[int, int, int] | None) -> int:
+    """The rows of the ROCm indexer's decode-logits reservation (``ROCM_DECODE_ROWS_FROM``): the profile run's tokens,
+    bounded from 0.30.0 by max_num_seqs x (1 + k) (no release named, or no max_num_seqs: the tokens)."""
+    if release is None or release < ROCM_DECODE_ROWS_FROM or max_num_seqs <= 0:
+        return tokens
+    return min(tokens, max_num_seqs * (1 + spec_tokens))
+
+
 def dsv4_rocm_profile_workspace(
     d: DSV4Dims,
     *,
@@ -375,20 +390,22 @@ def dsv4_rocm_profile_workspace(
     max_num_batched_tokens: int,
     hardware: str,
     release: tuple[int, int, int] | None = None,
+    max_num_seqs: int = 0,
+    spec_tokens: int = 0,
 ) -> tuple[int, int, str]:
     """(the shared workspace's bytes, the logits buffer's bytes, how) for V4 on vLLM's ROCm backends
-    (``ROCM_V4_SOURCE``): the CUDA reservations' larger and, on gfx942 / gfx950, the indexer's decode logits."""
+    (``ROCM_V4_SOURCE``): the CUDA reservations' larger and, on gfx942 / gfx950, the indexer's decode logits (their
+    rows bounded from 0.30.0: ``rocm_decode_rows``)."""
     cuda, logits, how = dsv4_profile_workspace(
         d, max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens, release=release
     )
     indexed = any(r == CSA_RATIO for r in d.compress_ratios) and d.index_head_dim
-    decode = (
-        _up(max_num_batched_tokens * (max_model_len // CSA_RATIO) * F32) if indexed and hardware in GFX9_LOGITS else 0
-    )
+    rows = rocm_decode_rows(max_num_batched_tokens, max_num_seqs=max_num_seqs, spec_tokens=spec_tokens, release=release)
+    decode = _up(rows * (max_model_len // CSA_RATIO) * F32) if indexed and hardware in GFX9_LOGITS else 0
     workspace = max(cuda, decode)
     how = (
         f"V4 profile-run workspace on ROCm {workspace / GiB:.2f} GiB: the larger of the indexer's decode logits "
-        f"{decode / GiB:.2f} GiB ({max_num_batched_tokens:,} x {max_model_len // CSA_RATIO:,} float32 on gfx942 / "
+        f"{decode / GiB:.2f} GiB ({rows:,} rows x {max_model_len // CSA_RATIO:,} float32 on gfx942 / "
         f"gfx950) and {how} ({ROCM_V4_SOURCE})"
     )
     return workspace, logits, how
@@ -449,7 +466,7 @@ def dsv41_rocm_profile_workspace(
     factor = prefill_buffer_factor(max_model_len, release)
     t = factor * max_model_len // ratio
     gather = _up(t * d.index_head_dim) + _up(t * FP8_SCALE_BYTES)
-    rows = min(max_num_batched_tokens, max_num_seqs * (1 + spec_tokens))
+    rows = rocm_decode_rows(max_num_batched_tokens, max_num_seqs=max_num_seqs, spec_tokens=spec_tokens, release=release)
     decode = _up(rows * (max_model_len // ratio) * F32) if hardware in GFX9_LOGITS else 0
     attention = 0
     for r in {r for r in d.compress_ratios}:

@@ -693,6 +693,8 @@ def engine_sizing(
                     max_num_batched_tokens=max_num_batched_tokens,
                     hardware=hardware,
                     release=release,
+                    max_num_seqs=max_num_seqs,
+                    spec_tokens=draft.num_speculative_tokens if draft is not None else 0,
                 )
             elif dsv4.csa2 is None:
                 ws, logits, how = dsv4_profile_workspace(
