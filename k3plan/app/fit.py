@@ -508,6 +508,7 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
             intermediate=model.spec.moe.expert_intermediate,
             shards=q.tp * q.dp,
             release=q.release,  # the command's release: a model's rule may change with it (Engine.by_release)
+            moe_backend=q.moe_backend,  # the kernel a model's rule may follow (DeepSeek-V4.1 on gfx942)
         )
     if q.release is not None:
         # the budget follows the engine's release: an option default it changed (Engine.option_defaults: vLLM's

@@ -118,14 +118,6 @@ IGNORED = {
     # VLLM_PREFIX_CACHE_RETENTION_INTERVAL of #43447 as a flag; the vLLM recipes' DeepSeek-V4 lines pass 'auto'):
     # a retention policy over the pool, not its size
     "--prefix-cache-retention-interval": 1,
-    # whether DeepSeek-V4.1's sliding-window KV stays out of prefix caching and is recomputed after a hit (vllm 0.31.0
-    # wheel (PyPI): vllm/config/cache.py CacheConfig.swa_bounded_replay, a hash-ignored "feature toggle";
-    # vllm/v1/kv_cache_interface.py SlidingWindowMLASpec reads it only in prefix_cacheable / prefix_replay_tokens, not
-    # in its page or max_memory_usage_bytes; vllm/models/deepseek_v41/attention.py turns it off on ROCm whatever is
-    # passed; InferenceX's gfx942 DeepSeek-V4.1-Flash arms pass --no-swa-bounded-replay): what prefix caching keeps
-    # and replays, not what the pool holds
-    "--swa-bounded-replay": 0,
-    "--no-swa-bounded-replay": 0,
     # multi-node and disaggregation wiring the engines' own recipes pass: which host runs which rank, how KV moves
     "--disable-custom-all-reduce": 0,  # NCCL instead of the custom all-reduce: its buffers are outside the pool
     "--nnodes": 1,

@@ -94,3 +94,40 @@ def test_v4_on_gfx950_is_padded_before_0_28(release, want):
     assert (got[:2] if got else None) == want
     if got:
         assert "0.26.0 and 0.27.0 wheels" in got[2]
+
+
+@pytest.mark.parametrize(
+    ("hw", "backend", "release", "tp", "want"),
+    [
+        ("amd-mi300x", "aiter", (0, 31, 0), 4, (3072, 2304)),  # 576 -> 768 a shard
+        ("amd-mi325x", "aiter", (0, 31, 0), 2, (2560, 2304)),  # 1,152 -> 1,280
+        ("amd-mi300x", "aiter", None, 8, (4096, 2304)),  # 288 -> 512 (no release: the code read)
+        ("amd-mi300x", "aiter", (0, 30, 0), 4, None),  # before the wheel read: as before, no rule for V4.1 on AMD
+        ("amd-mi300x", None, (0, 31, 0), 4, (2560, 2304)),  # vLLM's own selection: TRITON_UNFUSED, 576 -> 640
+        ("amd-mi325x", "triton_unfused", (0, 31, 0), 2, None),  # 1,152: a multiple of 128
+        ("amd-mi300x", "marlin", (0, 31, 0), 4, None),  # a backend not read on ROCm: no rule
+        ("amd-mi355x", "aiter", (0, 31, 0), 4, None),  # gfx950: AiterExperts takes MXFP4 there (128 with SiLU)
+        ("nvidia-b200", "aiter", (0, 31, 0), 4, (2560, 2304)),  # NVIDIA: the oracle's 128, as before
+    ],
+)
+def test_v41_on_gfx942_rounds_by_its_moe_backend(hw, backend, release, tp, want):
+    """vllm 0.31.0 wheel (PyPI), model_executor/layers/fused_moe/oracle/mxfp4.py: --moe-backend aiter tries
+    AITER_MXFP4_BF16 then AITER_TRITON_MXFP4_BF16 (map_mxfp4_backend); AiterExperts takes MXFP4 on gfx950 only
+    (experts/rocm_aiter_moe.py), so gfx942 gets AiterW4A16ExpertsMonolithic (experts/aiter_mxfp4_w4a16_moe.py), which
+    mxfp4_round_up_hidden_size_and_intermediate_size rounds to 256 on ROCm; unset, the DeepSeek-V4 ROCm list falls to
+    TRITON_UNFUSED, rounded to 128 before CDNA4 with SiLU (engines/vllm/moe_padding.py ROCM_V41_AITER_SOURCE).
+    InferenceX's MI300X DeepSeek-V4.1 arm passes --moe-backend aiter
+    (SemiAnalysisAI/InferenceX@0e01a6eb dsv41flash_fp4_mi300x_mtp.sh)."""
+    vendor = hw.split("-")[0]
+    got = expert_shard_pad(
+        architecture="deepseek_v41",
+        hardware=hw,
+        vendor=vendor,
+        intermediate=2304,
+        shards=tp,
+        release=release,
+        moe_backend=backend,
+    )
+    assert (got[:2] if got else None) == want
+    if got and vendor == "amd":
+        assert "AiterW4A16ExpertsMonolithic" in got[2]

@@ -110,6 +110,19 @@ def test_the_newer_releases_flags_that_hold_nothing_are_read_and_ignored(flags):
     assert all(f in q.ignored for f in flags.split() if f.startswith("--"))
 
 
+def test_swa_bounded_replay_is_read_and_ignored_its_pool_unchanged():
+    """vllm 0.31.0 wheel (PyPI): vllm/config/cache.py CacheConfig.swa_bounded_replay (DeepSeek-V4.1's sliding-window
+    KV kept out of prefix caching and replayed) reaches only SlidingWindowMLASpec.prefix_cacheable /
+    prefix_replay_tokens (vllm/v1/kv_cache_interface.py, read by the scheduler and the KV manager), not the pool's
+    sizing, and vllm/models/deepseek_v41/attention.py turns it off on ROCm; InferenceX's MI300X arm passes
+    --no-swa-bounded-replay (SemiAnalysisAI/InferenceX@0e01a6eb benchmarks/single_node/agentic/
+    dsv41flash_fp4_mi300x_mtp.sh)."""
+    from k3plan.engines.serve import parse_serve
+
+    for flag in ("--swa-bounded-replay", "--no-swa-bounded-replay"):
+        assert flag in parse_serve(f"{K3} {flag}", platform="gpu").ignored
+
+
 def test_the_monokernel_is_refused_with_what_it_is():
     """vllm 0.33.0 wheel (PyPI), vllm/config/kernel.py KernelConfig.monokernel: a persistent decode kernel whose
     buffers were not read."""

@@ -368,6 +368,21 @@ F32 = 4
 CSA_RATIO, HCA_RATIO = 4, 128  # the compress ratios of V4's indexed (CSA) and heavily compressed (HCA) layers
 
 
+# From 0.30.0 the ROCm indexer's decode-logits rows are bounded by the batch a decode can hold: _max_decode_logits_rows
+# = min(tokens, max_num_seqs x (1 + num_speculative_tokens)) ('the loose bound ... at the model's full context asks for
+# tens of TiB'); the 0.29.0 wheel reserves (tokens, max_model_len). Read in the 0.29.0, 0.30.0 and 0.31.0 wheels (PyPI),
+# vllm/v1/attention/ops/rocm_aiter_mla_sparse.py rocm_aiter_sparse_attn_indexer
+ROCM_DECODE_ROWS_FROM = (0, 30, 0)
+
+
+def rocm_decode_rows(tokens: int, *, max_num_seqs: int, spec_tokens: int, release: tuple[int, int, int] | None) -> int:
+    """The rows of the ROCm indexer's decode-logits reservation (``ROCM_DECODE_ROWS_FROM``): the profile run's tokens,
+    bounded from 0.30.0 by max_num_seqs x (1 + k) (no release named, or no max_num_seqs: the tokens)."""
+    if release is None or release < ROCM_DECODE_ROWS_FROM or max_num_seqs <= 0:
+        return tokens
+    return min(tokens, max_num_seqs * (1 + spec_tokens))
+
+
 def dsv4_rocm_profile_workspace(
     d: DSV4Dims,
     *,
@@ -375,20 +390,22 @@ def dsv4_rocm_profile_workspace(
     max_num_batched_tokens: int,
     hardware: str,
     release: tuple[int, int, int] | None = None,
+    max_num_seqs: int = 0,
+    spec_tokens: int = 0,
 ) -> tuple[int, int, str]:
     """(the shared workspace's bytes, the logits buffer's bytes, how) for V4 on vLLM's ROCm backends
-    (``ROCM_V4_SOURCE``): the CUDA reservations' larger and, on gfx942 / gfx950, the indexer's decode logits."""
+    (``ROCM_V4_SOURCE``): the CUDA reservations' larger and, on gfx942 / gfx950, the indexer's decode logits (their
+    rows bounded from 0.30.0: ``rocm_decode_rows``)."""
     cuda, logits, how = dsv4_profile_workspace(
         d, max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens, release=release
     )
     indexed = any(r == CSA_RATIO for r in d.compress_ratios) and d.index_head_dim
-    decode = (
-        _up(max_num_batched_tokens * (max_model_len // CSA_RATIO) * F32) if indexed and hardware in GFX9_LOGITS else 0
-    )
+    rows = rocm_decode_rows(max_num_batched_tokens, max_num_seqs=max_num_seqs, spec_tokens=spec_tokens, release=release)
+    decode = _up(rows * (max_model_len // CSA_RATIO) * F32) if indexed and hardware in GFX9_LOGITS else 0
     workspace = max(cuda, decode)
     how = (
         f"V4 profile-run workspace on ROCm {workspace / GiB:.2f} GiB: the larger of the indexer's decode logits "
-        f"{decode / GiB:.2f} GiB ({max_num_batched_tokens:,} x {max_model_len // CSA_RATIO:,} float32 on gfx942 / "
+        f"{decode / GiB:.2f} GiB ({rows:,} rows x {max_model_len // CSA_RATIO:,} float32 on gfx942 / "
         f"gfx950) and {how} ({ROCM_V4_SOURCE})"
     )
     return workspace, logits, how
@@ -407,3 +424,66 @@ def dsv4_rocm_model_buffers(d: DSV4Dims, *, max_num_batched_tokens: int) -> tupl
         f"the model's buffers on ROCm {total:,} B (topk_indices_buffer {t:,} x {d.index_topk} int32, the two-stage "
         f"compressor's scratch {hca} x {t:,} x {d.head_dim} float32: {ROCM_V4_SOURCE})"
     )
+
+
+# DeepSeek-V4.1 on AMD GPUs (vLLM's ROCm model, models/deepseek_v41/amd/): three views of the one WorkspaceManager
+# buffer in the profile run. The sparse indexer goes to rocm_aiter_sparse_attn_indexer (SparseAttnIndexer.forward_hip,
+# with AITER or on gfx950 / gfx11; FP8 keys only), which reserves the K gather (T, 128) fp8 + (T, 4) uint8,
+# T = get_max_prefill_buffer_size // ratio (40 x max_model_len in 0.31.0), then, on gfx942 / gfx950, the decode logits
+# (rows, max_model_len // ratio) float32 with rows = _max_decode_logits_rows = min(tokens, max_num_seqs x (1 + k)),
+# then 512 MiB of logits outside the workspace; the attention warm-up (DeepseekV41ROCMAiterMLAAttention.forward_mqa)
+# reserves (PREFILL_CHUNK_SIZE 4, cdiv(max_model_len, ratio) + window + tokens, 512) bf16, and on gfx950 beside it
+# (tokens, local heads, 512) bf16. The indexer's max_model_len is the model's // its compress ratio (V4.1's ratio-1
+# layers: the whole context). Read in the 0.31.0 wheel (PyPI).
+ROCM_V41_SOURCE = (
+    "vllm 0.31.0 wheel (PyPI): model_executor/layers/sparse_attn_indexer.py SparseAttnIndexer.forward_hip, "
+    "v1/attention/ops/rocm_aiter_mla_sparse.py rocm_aiter_sparse_attn_indexer (profile-run K gather, decode logits "
+    "(rows, max_model_len) float32 on gfx942 / gfx950) and _max_decode_logits_rows (min(tokens, max_num_seqs x "
+    "(1 + num_speculative_tokens))), v1/attention/backends/mla/indexer.py get_max_prefill_buffer_size (40 x "
+    "max_model_len), models/deepseek_v41/attention.py DeepseekV4Indexer (max_model_len // compress_ratio; "
+    "PREFILL_CHUNK_SIZE 4), models/deepseek_v41/amd/rocm.py DeepseekV41ROCMAiterMLAAttention.forward_mqa and "
+    "_prefill_workspace_shapes (warm-up gather), v1/worker/workspace.py WorkspaceManager (one buffer, the largest view)"
+)
+GFX950 = frozenset({"amd-mi355x"})
+
+
+def dsv41_rocm_profile_workspace(
+    d: DSV4Dims,
+    *,
+    max_model_len: int,
+    max_num_batched_tokens: int,
+    max_num_seqs: int,
+    spec_tokens: int,
+    local_heads: int,
+    hardware: str,
+    release: tuple[int, int, int] | None = None,
+) -> tuple[int, int, str]:
+    """(the shared workspace's bytes, the logits buffer's bytes, how) for DeepSeek-V4.1 on vLLM's ROCm backends
+    (``ROCM_V41_SOURCE``): the largest of the indexer's K gather, its decode logits (gfx942 / gfx950) and the
+    attention warm-up gather."""
+    assert d.csa2 is not None
+    ratio = min(max(1, d.compress_ratios[i]) for i in d.csa2.index_source_layer_ids)
+    factor = prefill_buffer_factor(max_model_len, release)
+    t = factor * max_model_len // ratio
+    gather = _up(t * d.index_head_dim) + _up(t * FP8_SCALE_BYTES)
+    rows = rocm_decode_rows(max_num_batched_tokens, max_num_seqs=max_num_seqs, spec_tokens=spec_tokens, release=release)
+    decode = _up(rows * (max_model_len // ratio) * F32) if hardware in GFX9_LOGITS else 0
+    attention = 0
+    for r in {r for r in d.compress_ratios}:
+        n = 0 if r == 0 else -(-max_model_len // r)
+        m = n + d.sliding_window + max_num_batched_tokens
+        view = _up(PREFILL_CHUNK_SIZE * m * d.head_dim * BF16)
+        if hardware in GFX950:
+            view += _up(max_num_batched_tokens * local_heads * d.head_dim * BF16)
+        attention = max(attention, view)
+    workspace = max(gather, decode, attention)
+    how = (
+        f"V4.1 profile-run workspace on ROCm {workspace / GiB:.2f} GiB, the largest of the indexer's K gather "
+        f"{gather / GiB:.2f} GiB ({factor} x {max_model_len:,} // {ratio} keys of {d.index_head_dim} + "
+        f"{FP8_SCALE_BYTES} B), its decode logits {decode / GiB:.2f} GiB ({rows:,} rows x {max_model_len // ratio:,} "
+        f"float32 on gfx942 / gfx950) and the attention warm-up gather {attention / GiB:.2f} GiB ({PREFILL_CHUNK_SIZE} "
+        f"x (cdiv({max_model_len:,}, ratio) + {d.sliding_window} + {max_num_batched_tokens:,}) x {d.head_dim} bf16), "
+        f"+ the indexer's {LOGITS_BYTES // 2**20} MiB logits where they exceed the layer's temporaries "
+        f"({ROCM_V41_SOURCE})"
+    )
+    return workspace, LOGITS_BYTES, how

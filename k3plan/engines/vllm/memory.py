@@ -49,6 +49,7 @@ from k3plan.engines.vllm.dsv4_workspace import (
     dsv41_dspark_profile,
     dsv41_model_buffers,
     dsv41_profile_workspace,
+    dsv41_rocm_profile_workspace,
 )
 from k3plan.engines.vllm.extensible import BLOCK_SOURCE as EXT_BLOCK_SOURCE
 from k3plan.engines.vllm.extensible import (
@@ -710,14 +711,29 @@ def engine_sizing(
         elif sampler:
             act = Figure(temp_bytes, f"{act.source}; not below {sampler_how}")
         rocm_v4 = vendor == "amd" and dsv4 is not None and dsv4.csa2 is None
-        if pages is not None and dsv4 is not None and (vendor == "nvidia" or rocm_v4):  # the profile-run workspace
-            if rocm_v4:  # V4 on ROCm: the CUDA reservations and gfx9's decode logits (engines/vllm/dsv4_workspace.py)
+        rocm_v41 = vendor == "amd" and dsv4 is not None and dsv4.csa2 is not None
+        if pages is not None and dsv4 is not None and (vendor == "nvidia" or rocm_v4 or rocm_v41):  # the profile run
+            if rocm_v41:  # V4.1 on ROCm: the indexer's gather and decode logits, the attention warm-up gather
+                assert dsv4 is not None
+                ws, logits, how = dsv41_rocm_profile_workspace(
+                    dsv4,
+                    max_model_len=max_model_len,
+                    max_num_batched_tokens=max_num_batched_tokens,
+                    max_num_seqs=max_num_seqs,
+                    spec_tokens=draft.num_speculative_tokens if draft is not None else 0,
+                    local_heads=attention_heads,
+                    hardware=hardware,
+                    release=release,
+                )
+            elif rocm_v4:  # V4 on ROCm: the CUDA reservations and gfx9's decode logits (engines/vllm/dsv4_workspace.py)
                 ws, logits, how = dsv4_rocm_profile_workspace(
                     dsv4,
                     max_model_len=max_model_len,
                     max_num_batched_tokens=max_num_batched_tokens,
                     hardware=hardware,
                     release=release,
+                    max_num_seqs=max_num_seqs,
+                    spec_tokens=draft.num_speculative_tokens if draft is not None else 0,
                 )
             elif dsv4.csa2 is None:
                 ws, logits, how = dsv4_profile_workspace(
@@ -748,6 +764,7 @@ def engine_sizing(
                 and draft is not None
                 and draft.num_speculative_tokens > 0
                 and hardware not in SM100_FAMILY
+                and not rocm_v41  # the ROCm drafter's profile (amd/dspark.py) was not read
                 and hidden_size > 0
                 and vocab_size > 0
             )

@@ -98,6 +98,41 @@ MOE_SHARD_RULES_FROM: dict[tuple[str, str], tuple[tuple[int, int, int], tuple[in
 }
 
 
+# DeepSeek-V4.1's MXFP4 experts on gfx942 under --moe-backend aiter: Mxfp4MoEMethod (the routed experts' method,
+# models/deepseek_v41/quant_config.py DeepseekV4FP8Config.get_quant_method) takes select_deepseek_v4_mxfp4_moe_backend's
+# explicit branch, which tries the alias's variants in order (map_mxfp4_backend 'aiter': AITER_MXFP4_BF16,
+# AITER_TRITON_MXFP4_BF16, ...); AiterExperts takes MXFP4 weights on gfx950 only, so gfx942 gets
+# AiterW4A16ExpertsMonolithic (AITER_TRITON_MXFP4_BF16: gfx942, SiLU, DeepSeek-V4 routing, no EP), which
+# mxfp4_round_up_hidden_size_and_intermediate_size rounds to 256 on ROCm (its 128 is for AITER_MXFP4_BF16 and for
+# TRITON_UNFUSED before CDNA4 only): V4.1-Flash's 2,304 / 4 = 576 is held as 768 a shard, 2,304 / 2 = 1,152 as 1,280.
+# Read in the 0.31.0 wheel (PyPI); InferenceX's MI300X / MI325X arms name the kernel (SemiAnalysisAI/InferenceX@5f259819
+# benchmarks/single_node/agentic/dsv41flash_fp4_mi325x_mtp.sh: 'naming aiter resolved to the Triton W4A16 kernel
+# (AITER_TRITON_MXFP4_BF16)'). Without --moe-backend (or with triton_unfused) the selection's DeepSeek-V4 ROCm list
+# (AITER_MXFP4_BF16, TRITON_UNFUSED: the V4.1 AMD model reuses V4's MoE, models/deepseek_v41/amd/model.py, with its
+# sqrtsoftplus routing, fused_moe/config.py get_routing_method_type, and SiLU, fused_moe/layer.py FusedMoEFactory) falls
+# to TRITON_UNFUSED on gfx942, which the same function rounds to 128 before CDNA4 with SiLU: 576 is held as 640.
+ROCM_V41_AITER_FROM = (0, 31, 0)
+# --moe-backend -> the alignment of a V4.1 shard on gfx942 (None: vLLM's own selection)
+ROCM_V41_ALIGN_BY_BACKEND: dict[str | None, int] = {
+    None: 128,
+    "auto": 128,
+    "triton_unfused": 128,
+    "aiter": 256,
+    "aiter_triton_mxfp4_bf16": 256,
+}
+ROCM_V41_AITER_SOURCE = (
+    "vllm 0.31.0 wheel (PyPI) model_executor/layers/fused_moe/oracle/mxfp4.py select_deepseek_v4_mxfp4_moe_backend "
+    "(an explicit --moe-backend: map_mxfp4_backend's variants in order), map_mxfp4_backend ('aiter': AITER_MXFP4_BF16, "
+    "AITER_TRITON_MXFP4_BF16, ...) and mxfp4_round_up_hidden_size_and_intermediate_size (ROCm: 256 but for "
+    "AITER_MXFP4_BF16 and pre-CDNA4 TRITON_UNFUSED); fused_moe/experts/rocm_aiter_moe.py AiterExperts."
+    "_supports_quant_scheme (MXFP4 on gfx950 only), fused_moe/experts/aiter_mxfp4_w4a16_moe.py "
+    "AiterW4A16ExpertsMonolithic (gfx942 / gfx950, SiLU, DeepseekV4 routing); quantization/mxfp4.py "
+    "Mxfp4MoEMethod.maybe_roundup_sizes; models/deepseek_v41/quant_config.py DeepseekV4FP8Config.get_quant_method; "
+    "unset or triton_unfused: the DeepSeek-V4 ROCm list [AITER_MXFP4_BF16, TRITON_UNFUSED] to TRITON_UNFUSED, 128 "
+    "before CDNA4 with SiLU"
+)
+
+
 def padded_shard(*, intermediate: int, shards: int, floor: int, align: int) -> int:
     """The intermediate a shard holds: its own (``intermediate / shards``, the larger piece) raised to ``floor`` and
     rounded up to a multiple of ``align``, never below its own."""
@@ -113,12 +148,22 @@ def expert_shard_pad(
     intermediate: int,
     shards: int,
     release: tuple[int, int, int] | None = None,
+    moe_backend: str | None = None,
 ) -> tuple[int, int, str] | None:
     """(num, den, why): a device holds num / den of the experts' even share when vLLM TP-splits them over ``shards``
     ranks (no expert parallelism) and the model's rule pads a shard (``MOE_SHARD_RULES``, by release and hardware
     first: ``MOE_SHARD_RULES_FROM`` / ``MOE_SHARD_RULES_UNTIL`` for ``release``, the command's vLLM release; None: the code each rule cites); None
     where no rule applies or the shard needs no padding. num / den is the padded shard over the even one, as ints:
-    (padded x shards, intermediate)."""
+    (padded x shards, intermediate); ``moe_backend``: the command's --moe-backend (None: vLLM's selection), which picks
+    the kernel, and so the alignment, of DeepSeek-V4.1's experts on gfx942 (``ROCM_V41_ALIGN_BY_BACKEND``)."""
+    if (
+        architecture == "deepseek_v41"
+        and hardware in GFX942
+        and moe_backend in ROCM_V41_ALIGN_BY_BACKEND
+        and (release is None or release >= ROCM_V41_AITER_FROM)
+    ):
+        align = ROCM_V41_ALIGN_BY_BACKEND[moe_backend]
+        return _pad(intermediate, shards, (0, align, "amd", ROCM_V41_AITER_SOURCE), vendor)
     since = MOE_SHARD_RULES_FROM.get((architecture, hardware))
     until = MOE_SHARD_RULES_UNTIL.get((architecture, hardware))
     rule = (
@@ -127,6 +172,13 @@ def expert_shard_pad(
         or MOE_SHARD_RULES_BY_HARDWARE.get((architecture, hardware))
         or MOE_SHARD_RULES.get(architecture)
     )
+    return _pad(intermediate, shards, rule, vendor)
+
+
+def _pad(
+    intermediate: int, shards: int, rule: tuple[int, int, str, str] | None, vendor: str
+) -> tuple[int, int, str] | None:
+    """expert_shard_pad's result for one rule (None: no rule, another vendor's, or no padding)."""
     if rule is None or (rule[2] and rule[2] != vendor) or shards <= 1 or intermediate <= 0:
         return None
     floor, align, _, source = rule

@@ -84,8 +84,12 @@ VLLM_SWITCHES = {
 # (ModelConfig.sleep_mode_offload_cudagraph 0.32.0, sleep_mode_backend 0.33.0), the engine watchdog
 # (VllmConfig.watchdog_config, 0.33.0), cache-aware admission and a KV connector's in-flight loads (SchedulerConfig,
 # 0.34.0), and the loader's startup checkpoint preparation and file order (ModelConfig.checkpoint_prepare_on_startup,
-# LoadConfig.shuffle_safetensors_files, 0.34.0)
+# LoadConfig.shuffle_safetensors_files, 0.34.0), and DeepSeek-V4.1's SWA bounded replay (CacheConfig.swa_bounded_replay,
+# 0.31.0 wheel, not in 0.29.0's: which sliding-window blocks take part in prefix caching, read by the scheduler and the
+# KV manager through vllm/v1/kv_cache_interface.py SlidingWindowMLASpec.prefix_cacheable / prefix_replay_tokens, not by
+# max_memory_usage_bytes or the pool's sizing; forced off on ROCm, models/deepseek_v41/attention.py)
 _NEWER_SWITCHES = (
+    "--swa-bounded-replay",
     "--enable-hc-sp",
     "--enable-shm-tensor-arena",
     "--sleep-mode-offload-cudagraph",
