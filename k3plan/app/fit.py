@@ -707,7 +707,12 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         vendor=hw.vendor,
         vocab_size=spec.vocab_size,
         cudagraph=_cudagraph(
-            served, result, dsv4=spec.dsv4 is not None, vendor=hw.vendor, release=_release(served, st.name, hw.kind)
+            served,
+            result,
+            dsv4=spec.dsv4 is not None,
+            vendor=hw.vendor,
+            release=_release(served, st.name, hw.kind),
+            v41=spec.dsv4 is not None and spec.dsv4.csa2 is not None,
         ),
         backend_refusal=_backend_refusal(
             served, dsv4=spec.dsv4 is not None, hardware=hw.name, vendor=hw.vendor, setup=setup
@@ -785,7 +790,7 @@ def _backend_refusal(served, *, dsv4: bool, hardware: str, vendor: str, setup: S
     return start_error(served.attention, has_indexer=dsv4, hardware=hardware)
 
 
-def _cudagraph(served, result: FitResult, *, dsv4: bool, vendor: str, release=None):
+def _cudagraph(served, result: FitResult, *, dsv4: bool, vendor: str, release=None, v41: bool = False):
     """The CUDA-graph estimate a vLLM GPU command's worker subtracts (engines/vllm/cudagraph.py), where priced."""
     if served is None or served.compilation is None:
         return None
@@ -800,6 +805,7 @@ def _cudagraph(served, result: FitResult, *, dsv4: bool, vendor: str, release=No
         max_num_batched_tokens=result.workload.prefill_chunk_tokens,
         num_speculative_tokens=served.draft.num_speculative_tokens if served.draft is not None else 0,
         release=release,  # the command's: ROCm profiles the graphs from 0.26.0 (engines/vllm/cudagraph.py)
+        v41=v41,  # DeepSeek-V4.1: its breakable graphs follow their own releases (cudagraph.py breakable_graphs)
     )
 
 

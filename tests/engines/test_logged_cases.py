@@ -9,6 +9,7 @@ A case k3plan cannot yet match keeps the engine's figures and says why under ``e
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -27,7 +28,7 @@ EXPECT = {
     "weights_gib",  # the weights a device the log prints ("Model loading took", "Load weight end ... mem usage")
     "weights_tolerance",  # relative, default 0.03
     "weights_gib_at_least",  # an allocation cut short by an OOM: a lower bound
-    "kv_pool_gib",  # "Available KV cache memory" (vLLM), K + V size (SGLang)
+    "kv_pool_gib",  # "Available KV cache memory" (vLLM; negative: the figure its refusal follows), K + V size (SGLang)
     "kv_pool_tolerance_gib",  # absolute, where the source rounds coarser than 3%
     "visible_gib",  # the device memory the engine saw, printed to 0.01 GiB
     "max_concurrency",  # "Maximum concurrency for N tokens per request" (vLLM), 3%
@@ -62,7 +63,14 @@ def _mismatches(cli, case: dict) -> list[str]:
             out.append(f"weights: logged {want} GiB, k3plan {got:.2f} GiB")
     if "weights_gib_at_least" in exp and eng["weights_bytes"] / GiB < exp["weights_gib_at_least"]:
         out.append(f"weights: at least {exp['weights_gib_at_least']} GiB, k3plan {eng['weights_bytes'] / GiB:.2f}")
-    if "kv_pool_gib" in exp:
+    if "kv_pool_gib" in exp and exp["kv_pool_gib"] < 0:
+        # a negative pool is the worker's 'Available KV cache memory' before its check refuses the start: the
+        # figure k3plan's message prints for it
+        m = re.search(r"Available KV cache memory: (-?[0-9.]+) GiB", eng["message"])
+        want = exp["kv_pool_gib"]
+        if m is None or abs(float(m[1]) - want) > exp.get("kv_pool_tolerance_gib", TOLERANCE * -want):
+            out.append(f"KV pool: logged {want} GiB; k3plan: {eng['message']}")
+    elif "kv_pool_gib" in exp:
         got, want = eng["kv_pool_bytes"] / GiB, exp["kv_pool_gib"]
         if abs(got - want) > exp.get("kv_pool_tolerance_gib", TOLERANCE * want):
             out.append(f"KV pool: logged {want} GiB, k3plan {got:.2f} GiB")

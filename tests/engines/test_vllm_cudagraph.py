@@ -188,15 +188,59 @@ def test_no_estimate_without_evidence_or_when_switched_off():
 )
 def test_rocm_profiles_the_graphs_from_0_26(release, priced):
     """vLLM's worker profiles the graphs under is_cuda() to 0.25.0 and is_cuda_alike() from 0.26.0 (#44825;
-    engines/vllm/cudagraph.py ROCM_PROFILED_FROM): a ROCm command's estimate is 0 before, the transferred one from,
-    said to be the CUDA log's bytes; on NVIDIA every release prices it. No release named: the code the module cites."""
-    from k3plan.engines.vllm.cudagraph import serve_estimate
+    engines/vllm/cudagraph.py ROCM_PROFILED_FROM): a ROCm command's estimate is 0 before, from it ROCm's own figure
+    (InferenceX#3068's MI355X graphs, by mode: 18.71 GiB over 80 PIECEWISE and 19.40 over 65 FULL) by each mode's
+    graph count; on NVIDIA every release prices it. V4's PIECEWISE sizes are breakable graphs on ROCm to 0.29.0
+    only (breakable_graphs): from 0.30.0 they capture nothing, the code's 1 MiB each. No release named: the code
+    the module cites."""
+    from k3plan.engines.vllm.cudagraph import MIN_PER_GRAPH, serve_estimate
 
     read = read_compilation('{"mode": 3, "cudagraph_mode": "FULL_AND_PIECEWISE"}')
     kw = dict(dsv4=True, env={}, max_num_seqs=64, max_num_batched_tokens=8192, num_speculative_tokens=3)
     amd = serve_estimate(read, vendor="amd", release=release, **kw)
     nvidia = serve_estimate(read, vendor="nvidia", release=release, **kw)
     assert amd is not None and nvidia is not None and nvidia.bytes > 0
-    assert (amd.bytes == nvidia.bytes and "on ROCm:" in amd.source) if priced else amd.bytes == 0
+    if priced:  # 49 PIECEWISE and 33 FULL graphs (max_num_seqs 64, 3 speculative tokens)
+        full = 33 * round(19.40 * GiB) // 65
+        pw = 49 * round(18.71 * GiB) // 80 if release < (0, 30, 0) else 49 * MIN_PER_GRAPH
+        assert amd.bytes == pw + full and "InferenceX/pull/3068" in amd.source and amd.bytes > nvidia.bytes
+    else:
+        assert amd.bytes == 0
     if not priced:
         assert "before 0.26.0" in amd.source
+
+
+@pytest.mark.parametrize(
+    ("v41", "vendor", "release", "env", "on"),
+    [
+        (False, "amd", (0, 26, 0), {}, True),  # 0.26.0-0.28.0: V4 in the auto-enable list on any platform
+        (False, "amd", (0, 29, 0), {}, True),  # 0.29.0: the default list, on ROCm less V3.2
+        (False, "amd", (0, 30, 0), {}, False),  # 0.30.0 on: ROCm's list is V4.1 alone
+        (False, "nvidia", (0, 33, 0), {}, True),
+        (True, "amd", (0, 29, 0), {}, False),  # V4.1 not in 0.29.0's list
+        (True, "amd", (0, 31, 0), {}, True),
+        (True, "nvidia", (0, 31, 0), {}, True),
+        (False, "nvidia", (0, 33, 0), {"VLLM_USE_BREAKABLE_CUDAGRAPH": "0"}, False),  # the variable decides where set
+        (False, "amd", (0, 33, 0), {"VLLM_USE_BREAKABLE_CUDAGRAPH": "1"}, True),
+    ],
+)
+def test_breakable_graphs_follow_the_architecture_list_of_the_release_and_the_variable(v41, vendor, release, env, on):
+    """DeepSeek-V4 / V4.1 have no @support_torch_compile: their PIECEWISE graphs are breakable CUDA graphs, turned on
+    by architecture unless VLLM_USE_BREAKABLE_CUDAGRAPH is set (vllm 0.26.0-0.33.0 wheels, vllm/config/vllm.py)."""
+    from k3plan.engines.vllm.cudagraph import breakable_graphs
+
+    assert breakable_graphs(v41=v41, vendor=vendor, release=release, env=env) is on
+
+
+def test_rocm_s_full_graphs_carry_inferencex_3068_s_figure_where_the_cuda_rule_took_1_mib():
+    """InferenceX#3336's MI300X TP2 arm (65 FULL decode graphs, breakable graphs off) takes #3068's 19.40 GiB of FULL
+    graphs, the same count: the start it refused (tests/engines/cases/vllm-inferencex-3336-dsv41-flash-mi300x-tp2)."""
+    from k3plan.engines.vllm.cudagraph import serve_estimate
+
+    read = read_compilation('{"cudagraph_mode": "FULL_DECODE_ONLY", "max_cudagraph_capture_size": 1024}')
+    kw = dict(dsv4=True, max_num_seqs=128, max_num_batched_tokens=4096, num_speculative_tokens=5, v41=True)
+    amd = serve_estimate(read, vendor="amd", release=(0, 31, 0), env={"VLLM_USE_BREAKABLE_CUDAGRAPH": "0"}, **kw)
+    nvidia = serve_estimate(read, vendor="nvidia", release=(0, 31, 0), env={}, **kw)
+    assert amd is not None and nvidia is not None
+    assert amd.bytes == round(19.40 * GiB) and "65 FULL graphs transferred" in amd.source
+    assert nvidia.bytes == 65 * 2**20  # no CUDA log prints a FULL estimate: the code's 1 MiB floor a graph

@@ -219,13 +219,18 @@ def cudagraph_estimate(
     differs: str,
     rocm: bool = False,
     rocm_source: str = "",
+    piecewise_captured: bool = True,
+    log_full: tuple[int, int] | None = None,
 ) -> CudagraphEstimate:
     """vLLM's CUDA-graph estimate for ``plan``: the PIECEWISE graphs transferred from a log's PIECEWISE estimate
     ``log_piecewise_bytes`` over ``log_piecewise_graphs`` graphs (a band, module docstring), the FULL graphs at the
     code's 1 MiB floor a graph after the first (no public V4 log prints a FULL estimate; the first FULL capture
     overlays the first PIECEWISE one where both run: profile_cudagraph_memory takes the larger first capture).
     ``rocm``: 0 (Worker.determine_available_memory profiled graphs on CUDA only before 0.26.0); ``rocm_source``: a ROCm
-    release that profiles them, the CUDA log's bytes standing for its graphs (said so)."""
+    release that profiles them, the CUDA log's bytes standing for its graphs (said so). ``piecewise_captured`` False:
+    the PIECEWISE sizes capture nothing (a model without @support_torch_compile and breakable graphs off,
+    ``breakable_graphs``), each at the code's 1 MiB floor. ``log_full``: a log's FULL estimate and its graph count
+    (ROCm's record), transferred as the PIECEWISE one is, where the code's 1 MiB floor stood."""
     if rocm or plan.mode == "NONE" or not plan.sizes:
         why = (
             "ROCm: vLLM before 0.26.0 does not profile graphs there"
@@ -234,26 +239,54 @@ def cudagraph_estimate(
         )
         return CudagraphEstimate(bytes=0, high_bytes=0, source=f"0: {why} ({CUDAGRAPH_SOURCE})")
     n, t = log_piecewise_graphs, log_piecewise_bytes
-    low = high = 0
-    if plan.piecewise:
-        low = plan.piecewise * t // n  # every capture as large as the first: T / n a graph
-        first = t - (n - 1) * MIN_PER_GRAPH  # later captures at the 1 MiB floor: the first holds the rest
-        high = first + (plan.piecewise - 1) * MIN_PER_GRAPH
-    full_floor = max(plan.full - 1, 0) * MIN_PER_GRAPH if plan.full else 0
-    if plan.full and not plan.piecewise:
-        full_floor += MIN_PER_GRAPH  # the first FULL capture, no PIECEWISE one to overlay: at least 1 MiB too
-    low += full_floor
-    high += full_floor
     gib = GiB
+    low = high = 0
+    if plan.piecewise and piecewise_captured:
+        low, high = _transferred(plan.piecewise, t, n)
+        pw_said = (
+            f"{plan.piecewise} PIECEWISE graphs transferred from {log_source} ({t / gib:.2f} GiB over {n} PIECEWISE "
+            f"graphs; differs in: {differs}): {plan.piecewise} x {t / gib:.2f} / {n} GiB, up to the first capture "
+            f"{t / gib:.2f} - ({n} - 1) MiB + {max(plan.piecewise - 1, 0)} MiB"
+        )
+    else:
+        low = high = plan.piecewise * MIN_PER_GRAPH
+        pw_said = f"{plan.piecewise} PIECEWISE graphs at the code's 1 MiB floor a graph" + (
+            " (they capture nothing: the model has no @support_torch_compile and breakable graphs are off)"
+            if plan.piecewise
+            else ""
+        )
+    if plan.full and log_full is not None:
+        tf, nf = log_full
+        full_low, full_high = _transferred(plan.full, tf, nf)
+        full_said = (
+            f"{plan.full} FULL graphs transferred from {log_source} ({tf / gib:.2f} GiB over {nf} FULL graphs): "
+            f"{plan.full} x {tf / gib:.2f} / {nf} GiB ({full_low / gib:.2f} GiB)"
+        )
+    else:
+        full_low = full_high = max(plan.full - 1, 0) * MIN_PER_GRAPH if plan.full else 0
+        if plan.full and not (plan.piecewise and piecewise_captured):
+            # the first FULL capture, no PIECEWISE one to overlay: at least 1 MiB too
+            full_low = full_high = full_low + MIN_PER_GRAPH
+        full_said = (
+            f"{plan.full} FULL graphs at the code's 1 MiB floor a graph ({full_low / 2**20:.0f} MiB; no public V4 "
+            "log on this vendor prints a FULL estimate)"
+        )
+    low += full_low
+    high += full_high
     source = (
-        f"vLLM's CUDA-graph estimate, band {low / gib:.2f}-{high / gib:.2f} GiB, the low end priced: "
-        f"{plan.piecewise} PIECEWISE graphs transferred from {log_source} ({t / gib:.2f} GiB over {n} PIECEWISE "
-        f"graphs; differs in: {differs}): {plan.piecewise} x {t / gib:.2f} / {n} GiB, up to the first capture "
-        f"{t / gib:.2f} - ({n} - 1) MiB + {max(plan.piecewise - 1, 0)} MiB; + {plan.full} FULL graphs at the code's "
-        f"1 MiB floor a graph ({full_floor / 2**20:.0f} MiB; no public V4 log prints a FULL estimate); {plan.how}"
-        + (f"; on ROCm: {rocm_source}" if rocm_source else "")
+        f"vLLM's CUDA-graph estimate, band {low / gib:.2f}-{high / gib:.2f} GiB, the low end priced: {pw_said}; + "
+        f"{full_said}; {plan.how}" + (f"; on ROCm: {rocm_source}" if rocm_source else "")
     )
     return CudagraphEstimate(bytes=low, high_bytes=high, source=source)
+
+
+def _transferred(graphs: int, total: int, logged_graphs: int) -> tuple[int, int]:
+    """A log's estimate ``total`` over ``logged_graphs`` graphs of a mode, carried to ``graphs`` of it: every capture
+    as large as the first (T / n a graph: the low end, priced), up to later captures at the code's 1 MiB floor (the
+    first holds the rest: the high end)."""
+    low = graphs * total // logged_graphs
+    high = total - (logged_graphs - 1) * MIN_PER_GRAPH + (graphs - 1) * MIN_PER_GRAPH
+    return low, high
 
 
 # Not priced: from 0.32.0 a YOCO model (DeepSeek-V4.1) also captures its decoder replay layers in CUDA graphs of their
@@ -267,13 +300,49 @@ ESTIMATE_ENV = "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS"
 # profile_cudagraph_memory under current_platform.is_cuda_alike() ("ROCm is included: #44825 moved the profiler to
 # torch.accelerator.get_memory_info"), where 0.24.0 and 0.25.0 call it under is_cuda() ("Skip on ROCm/HIP/XPU");
 # read in the 0.24.0, 0.25.0, 0.26.0, 0.27.0, 0.28.0 and 0.33.0 wheels (PyPI), vllm/v1/worker/gpu_worker.py. What a
-# graph holds on ROCm no public log prints: the transferred bytes are the CUDA log's
+# graph holds there is ROCm's own figure (SemiAnalysisAI/InferenceX#3068: 18.71 GiB of PIECEWISE and 19.40 GiB of FULL
+# graphs on an MI355X, 0.23 and 0.30 GiB a graph, where the CUDA log's PIECEWISE graph holds 0.05 and a FULL one the
+# code's 1 MiB floor), transferred by each mode's graph count
 ROCM_PROFILED_FROM = (0, 26, 0)
 ROCM_PROFILED_SOURCE = (
     "vllm 0.26.0 wheel (PyPI) vllm/v1/worker/gpu_worker.py Worker.determine_available_memory (profile_cudagraph_memory "
     "under current_platform.is_cuda_alike(): 'ROCm is included: #44825'; is_cuda() in the 0.24.0 / 0.25.0 wheels); "
-    "the bytes a graph holds transferred from the CUDA log below, no ROCm log printing the estimate"
+    "the bytes a graph holds transferred from ROCm's own figure (ROCM_TRANSFER_RECORD), PIECEWISE and FULL by mode"
 )
+
+
+# DeepSeek-V4 and V4.1 carry no @support_torch_compile, so their PIECEWISE graphs exist only as breakable CUDA graphs
+# (vllm/compilation/breakable_cudagraph.py; without them the PIECEWISE sizes run eagerly and capture nothing).
+# VLLM_USE_BREAKABLE_CUDAGRAPH=1 / 0 decides where set; unset, vLLM turns it on by architecture (VllmConfig
+# __post_init__ / _maybe_enable_breakable_cudagraph): DeepseekV4ForCausalLM in 0.26.0-0.28.0's list on any platform
+# (DeepSeek-V4.1 not in it), 0.29.0's DEFAULT_BREAKABLE_CUDAGRAPH_ARCHITECTURES (V4, not V4.1; on ROCm less
+# DeepSeek-V3.2 only), from 0.30.0 V4 and V4.1 on CUDA and V4.1 alone on ROCm
+# (default_breakable_cudagraph_architectures: "Breakable CUDA graphs currently regress performance on ROCm ...
+# DeepseekV41ForCausalLM cannot torch.compile"); read in the 0.26.0, 0.28.0, 0.29.0, 0.30.0, 0.31.0 and 0.33.0 wheels
+BREAKABLE_ENV = "VLLM_USE_BREAKABLE_CUDAGRAPH"
+BREAKABLE_V41_FROM = (0, 30, 0)
+BREAKABLE_ROCM_V4_UNTIL = (0, 30, 0)
+BREAKABLE_SOURCE = (
+    "vllm 0.26.0-0.33.0 wheels (PyPI), vllm/config/vllm.py VllmConfig._maybe_enable_breakable_cudagraph / "
+    "default_breakable_cudagraph_architectures"
+)
+
+
+def breakable_graphs(*, v41: bool, vendor: str, release: tuple[int, int, int] | None, env: dict[str, str]) -> bool:
+    """Whether vLLM captures DeepSeek-V4 (``v41`` False) or V4.1's PIECEWISE sizes as breakable graphs (above);
+    ``release`` None: the code this module cites, which auto-enables them."""
+    if BREAKABLE_ENV in env:
+        return env[BREAKABLE_ENV].strip() == "1"
+    if release is None:
+        return True
+    if v41:
+        return release >= BREAKABLE_V41_FROM
+    return vendor == "nvidia" or release < BREAKABLE_ROCM_V4_UNTIL
+
+
+# ROCm's graph memory: the one public figure for the DeepSeek-V4 family (the evidence file's last record), PIECEWISE
+# and FULL by mode, transferred by each mode's graph count where a ROCm release profiles the graphs
+ROCM_TRANSFER_RECORD = "inferencex-3068-mi355x-tp4-dspark"
 
 
 def serve_estimate(
@@ -286,6 +355,7 @@ def serve_estimate(
     max_num_batched_tokens: int,
     num_speculative_tokens: int = 0,
     release: tuple[int, int, int] | None = None,
+    v41: bool = False,
 ) -> CudagraphEstimate | None:
     """The estimate vLLM's GPU worker subtracts for a serve command's graphs, or None where k3plan has no evidence
     to price it (a model other than DeepSeek-V4: no public log prints its estimate; the pool's source says so).
@@ -303,13 +373,37 @@ def serve_estimate(
     from k3plan.resources import data_dir
 
     records = yaml.safe_load((data_dir("evidence") / "vllm_dsv4_start_logs.yaml").read_text())["records"]
-    rec = next(r for r in records if r["id"] == TRANSFER_RECORD)
     plan = cudagraph_plan(
         max_num_seqs=max_num_seqs,
         max_num_batched_tokens=max_num_batched_tokens,
         num_speculative_tokens=num_speculative_tokens,
         read=read,
     )
+    rocm_profiled = vendor != "nvidia" and release is not None and release >= ROCM_PROFILED_FROM
+    captured = breakable_graphs(v41=v41, vendor=vendor, release=release, env=env)
+    if rocm_profiled:  # ROCm's own figure, by mode (ROCM_TRANSFER_RECORD)
+        rec = next(r for r in records if r["id"] == ROCM_TRANSFER_RECORD)
+        logged = cudagraph_plan(
+            max_num_seqs=rec["max_num_seqs"],
+            max_num_batched_tokens=rec["max_num_batched_tokens"],
+            num_speculative_tokens=rec["num_speculative_tokens"],
+            read=CompilationRead(mode=rec["cudagraph_mode"], max_capture_size=rec["max_cudagraph_capture_size"]),
+        )
+        return cudagraph_estimate(
+            plan,
+            log_piecewise_bytes=round(rec["figures"]["piecewise_gib"] * GiB),
+            log_piecewise_graphs=logged.piecewise,
+            log_source=rec["source"],
+            differs=(
+                f"model, GPU, split and build (the log's {rec['model']} on {rec['gpu']}; {rec['build']}), its "
+                f"{rec['cudagraph_mode']} graphs at max_num_seqs {rec['max_num_seqs']:,}, capture size "
+                f"{rec['max_cudagraph_capture_size']:,}, {rec['num_speculative_tokens']} speculative tokens"
+            ),
+            rocm_source=ROCM_PROFILED_SOURCE,
+            piecewise_captured=captured,
+            log_full=(round(rec["figures"]["full_gib"] * GiB), logged.full),
+        )
+    rec = next(r for r in records if r["id"] == TRANSFER_RECORD)
     return cudagraph_estimate(
         plan,
         log_piecewise_bytes=round(rec["figures"]["cudagraph_estimate_gib"] * GiB),
@@ -320,6 +414,6 @@ def serve_estimate(
             f"max_num_seqs {rec['max_num_seqs']:,}, max_num_batched_tokens {rec['max_num_batched_tokens']:,}, "
             f"{rec['num_speculative_tokens']} speculative tokens"
         ),
-        rocm=vendor != "nvidia" and (release is None or release < ROCM_PROFILED_FROM),
-        rocm_source=ROCM_PROFILED_SOURCE if vendor != "nvidia" else "",
+        rocm=vendor != "nvidia",  # here a ROCm release before ROCM_PROFILED_FROM: not profiled
+        piecewise_captured=captured,
     )
