@@ -441,13 +441,13 @@ def vllm_kv_pool(
             )
             raised_at = hbm_worker.no_pool_at
         else:
-            held = weights_bytes + int(activation_bytes.value) + int(non_torch_bytes.value)
+            holding = weights_bytes + int(activation_bytes.value) + int(non_torch_bytes.value)
             # the worker logs the figure ('Available KV cache memory: -13.51 GiB', InferenceX#3336) before the KV
             # manager's check raises (vllm/v1/core/kv_cache_utils.py check_enough_kv_cache_memory)
             message = (
                 f"Available KV cache memory: {available / gib:.2f} GiB; ValueError: No available memory for the cache "
                 "blocks. Try increasing `gpu_memory_utilization` when initializing the engine. (weights, activation "
-                f"and non-torch {held / gib:.2f} GiB of the {cap / gib:.2f} GiB --gpu-memory-utilization "
+                f"and non-torch {holding / gib:.2f} GiB of the {cap / gib:.2f} GiB --gpu-memory-utilization "
                 f"{utilization} allows)"
             )
             raised_at = VLLM_CHECK_AT
