@@ -138,3 +138,25 @@ def test_vllm_v0_is_said_where_the_release_still_has_it(cli):
     )
     assert not any(c.startswith("VLLM_USE_V1=") for c in caveats("--engine-version", "0.11.0"))
     assert not any(c.startswith("VLLM_USE_V1=") for c in caveats())
+
+
+def test_before_0_10_1_a_budget_under_the_default_batch_is_refused_as_vllm_refuses_it(cli):
+    """vLLM 0.8.5-0.10.0 set the default max_num_seqs (1,024 on a >= 70 GiB GPU) uncut, and SchedulerConfig refuses
+    fewer batched tokens than sequences (the 0.8.5, 0.9.2, 0.10.0 wheels' vllm/config.py); from 0.10.1 the default is
+    min(1,024, max_num_batched_tokens) (EngineArgs._set_default_args_v1), so the same command starts."""
+    serve = (
+        "vllm serve deepseek-ai/DeepSeek-R1 --tensor-parallel-size 8 --max-model-len 4096 --max-num-batched-tokens 512"
+    )
+
+    def fit(release: str):
+        return cli("fit", "-H", "nvidia-h200", "-t", "8", "--serve", serve, "--engine-version", release, "--json")
+
+    old = fit("0.10.0")
+    assert old.exit_code == 2 and len(old.output.strip().splitlines()) == 1
+    assert "max_num_batched_tokens (512) must be greater than or equal to max_num_seqs (1024)" in old.output
+    assert fit("0.10.1").exit_code == 0
+    # explicit and too many: refused in every release read for the check (0.8.5-0.10.2)
+    explicit = cli(
+        "fit", "-H", "nvidia-h200", "-t", "8", "--serve", serve + " --max-num-seqs 600", "--engine-version", "0.10.2"
+    )
+    assert explicit.exit_code == 2 and "max_num_seqs (600)" in explicit.output

@@ -55,6 +55,22 @@ VLLM_DEFAULTS_SOURCE = (
     "and not an A100: 8192 / 1024, else 2048 / 256)"
 )
 VLLM_LARGE_GPU_GIB = 70
+# vLLM's default max_num_seqs is cut to max_num_batched_tokens from 0.10.1 (EngineArgs._set_default_args_v1:
+# min(default_max_num_seqs[usage_context], self.max_num_batched_tokens), read in the 0.10.1, 0.10.2 and 0.11.0
+# wheels (PyPI); 0.8.5, 0.9.2 and 0.10.0 set the default as it is), and the scheduler's config refuses fewer batched
+# tokens than sequences (max_num_batched_tokens < max_num_seqs: ValueError, vllm/config.py SchedulerConfig in 0.8.5,
+# 0.9.2 and 0.10.0, vllm/config/scheduler.py in 0.10.1 and 0.10.2): a command of those releases that sets a budget
+# under the default batch and no --max-num-seqs does not start. The check is priced in the releases read for it
+SEQS_CLAMP_FROM = (0, 10, 1)
+SEQS_CLAMP_SOURCE = (
+    "vllm 0.10.0 wheel (PyPI) vllm/engine/arg_utils.py EngineArgs._set_default_args_v1: self.max_num_seqs = "
+    "default_max_num_seqs[usage_context]; min(..., self.max_num_batched_tokens) from the 0.10.1 wheel"
+)
+BATCH_CHECK_READ = ((0, 8, 5), (0, 11, 0))
+BATCH_CHECK_SOURCE = (
+    "vllm 0.8.5 / 0.9.2 / 0.10.0 wheels (PyPI) vllm/config.py SchedulerConfig._verify_args, 0.10.1 / 0.10.2 "
+    "vllm/config/scheduler.py SchedulerConfig._verify_args"
+)
 # VLLM_USE_V1=0 (default 1: vllm/envs.py) runs the V0 engine in the 0.8.5, 0.9.2 and 0.10.2 wheels (PyPI); its worker
 # sizes the pool by the same memory_profiling (vllm/worker/worker.py Worker.determine_num_available_blocks:
 # requested - non_kv_cache_memory, num_gpu_blocks = available // cache_block_size) after V0's own profile run and
@@ -582,11 +598,22 @@ def read(r: Reading) -> None:
     if r.chunk is None:
         r.chunk = 16384 if huge else 8192 if large else 2048
         r.chunk_source = f"vLLM's default max_num_batched_tokens {r.chunk}: {source}"
+    old_read = r.platform != "tpu" and r.release is not None and BATCH_CHECK_READ[0] <= r.release < BATCH_CHECK_READ[1]
     if seqs is None:
-        r.batch = min(1024 if large or huge else 256, r.chunk)
-        r.batch_source = f"vLLM's default max_num_seqs {r.batch}: {source}"
+        default_seqs = 1024 if large or huge else 256
+        unclamped = old_read and r.release is not None and r.release < SEQS_CLAMP_FROM
+        r.batch = default_seqs if unclamped else min(default_seqs, r.chunk)
+        r.batch_source = f"vLLM's default max_num_seqs {r.batch}: {source}" + (
+            f" (not cut to max_num_batched_tokens before 0.10.1: {SEQS_CLAMP_SOURCE})" if unclamped else ""
+        )
     else:
         r.batch = flag_int("--max-num-seqs", seqs)
+    if old_read and r.chunk < r.batch:  # SchedulerConfig's check, as the wheels read raise it at config time
+        raise K3PlanError(
+            f"--serve: vLLM {release_text(r.release) if r.release else ''} refuses it: ValueError: "
+            f"max_num_batched_tokens ({r.chunk}) must be greater than or equal to max_num_seqs ({r.batch}) "
+            f"({BATCH_CHECK_SOURCE}); set --max-num-seqs at most {r.chunk}"
+        )
     r.memory_options()
     if get("--moe-a2a-backend", None) is not None:
         raise K3PlanError("--serve: --moe-a2a-backend is SGLang's flag; vllm serve takes --all2all-backend")
