@@ -160,3 +160,25 @@ def test_before_0_10_1_a_budget_under_the_default_batch_is_refused_as_vllm_refus
         "fit", "-H", "nvidia-h200", "-t", "8", "--serve", serve + " --max-num-seqs 600", "--engine-version", "0.10.2"
     )
     assert explicit.exit_code == 2 and "max_num_seqs (600)" in explicit.output
+
+
+def test_0_8_4_sizes_the_defaults_by_the_device_s_name_and_reports_tokens_over_the_length(cli):
+    """0.8.4 gives the large defaults (8,192 tokens, 1,024 sequences) to a device named h100 / h200 only, so an H20
+    gets 2,048 / 256 (by memory from 0.8.5: the 0.8.4 / 0.8.5 wheels' EngineArgs._set_default_args_v1); before 0.9.1
+    the concurrency is the pool's tokens over max_model_len (kv_cache_utils.py, the 0.8.4-0.9.0 wheels)."""
+    serve = "vllm serve deepseek-ai/DeepSeek-R1 --tensor-parallel-size 16 --max-model-len 1000"
+
+    def engine(hw: str, release: str) -> dict:
+        out = cli("fit", "-H", hw, "-t", "16", "--serve", serve, "--engine-version", release, "--json")
+        return json.loads(out.stdout)["engine"]
+
+    def tokens(e: dict) -> int:
+        return int(e["message"].split("GPU KV cache size: ")[1].split(" tokens")[0].replace(",", ""))
+
+    old, new = engine("nvidia-h20", "0.8.4"), engine("nvidia-h20", "0.8.5")
+    assert "256 rows (min(max_num_seqs 256, max_num_batched_tokens 2,048))" in old["sources"]["activation"]
+    assert "1,024 rows (min(max_num_seqs 1,024, max_num_batched_tokens 8,192))" in new["sources"]["activation"]
+    assert "1,024 rows" in engine("nvidia-h200", "0.8.4")["sources"]["activation"]
+    assert old["max_concurrency"] == round(tokens(old) / 1000, 2)  # not num_blocks / cdiv(1000, 64)
+    later = engine("nvidia-h20", "0.9.1")
+    assert later["max_concurrency"] == round(tokens(later) // 64 / 16, 2)

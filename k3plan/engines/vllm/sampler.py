@@ -40,11 +40,11 @@ int64 indices (8 B), and the sort's own buffers, by its branch on the rows (segm
   2^20), against this reading's 48 B without the 16-bit logits the benchmark does not hold;
 - one row, ``segmented_sort_large_segments``: int64 reverse indices of the row (8 B) + cub's alternates: 38 B.
 
-Releases 0.8.5 to 0.11.0 sort too, as their wheels install (``fit --engine-version``; read in the PyPI wheels of 0.8.5,
-0.9.0, 0.9.2, 0.10.2 and 0.11.0): ``TopKTopPSampler.__init__`` takes ``forward_cuda`` (FlashInfer's sampling) only
-where FlashInfer is importable, at 0.2.3 or later, and VLLM_USE_FLASHINFER_SAMPLER is not 0 (0.8.5 falls back to
-``forward_native`` at FlashInfer >= 0.2.3 whatever the variable); none of these wheels requires FlashInfer (no
-Requires-Dist in 0.8.5, 0.9.0 and 0.9.2; only under the extra ``flashinfer`` in 0.10.2 and 0.11.0), so a ``pip install
+Releases 0.8.4 to 0.11.0 sort too, as their wheels install (``fit --engine-version``; read in the PyPI wheels of 0.8.4,
+0.8.5, 0.9.0, 0.9.2, 0.10.2 and 0.11.0): ``TopKTopPSampler.__init__`` takes ``forward_cuda`` (FlashInfer's sampling) only
+where FlashInfer is importable, at 0.2.3 or later, and VLLM_USE_FLASHINFER_SAMPLER is not 0 (0.8.4 and 0.8.5 fall
+back to ``forward_native`` at FlashInfer >= 0.2.3 whatever the variable); none of these wheels requires FlashInfer (no
+Requires-Dist in 0.8.4, 0.8.5, 0.9.0 and 0.9.2; only under the extra ``flashinfer`` in 0.10.2 and 0.11.0), so a ``pip install
 vllm`` samples by ``forward_native``: ``apply_top_k_top_p``'s ``logits.sort(dim=-1)`` on the float32 copy
 (``Sampler.forward``), one ``_dummy_sampler_run`` call with no generator, after ``_dummy_run(max_num_tokens)``'s
 ``hidden_states[logit_indices]``, one row a dummy request (``num_reqs = min(num_tokens, max_num_seqs)``): the live set
@@ -71,14 +71,14 @@ PROBS_F32 = 4
 NOISE_F32 = 4
 LIVE_BYTES_PER_ENTRY = LOGITS_16BIT + LOGITS_F32 + PROBS_F32 + NOISE_F32
 
-# the releases whose masking sorts the logits at every batch size (module docstring): [first, last + 1); 0.8.5-0.11.0
+# the releases whose masking sorts the logits at every batch size (module docstring): [first, last + 1); 0.8.4-0.11.0
 # as their wheels install (no FlashInfer: OLD_WHEELS_SOURCE), 0.11.1-0.16.x whatever is installed (SORT_SOURCE)
-SORT_RELEASES: tuple[Release, Release] = ((0, 8, 5), (0, 17, 0))
+SORT_RELEASES: tuple[Release, Release] = ((0, 8, 4), (0, 17, 0))
 FLASHINFER_OFF_FROM: Release = (0, 11, 1)  # vllm-project/vllm#26859: FlashInfer's sampler off unless asked for
 OLD_WHEELS_SOURCE = (
-    "vllm 0.8.5 / 0.9.0 / 0.9.2 / 0.10.2 / 0.11.0 wheels (PyPI): vllm/v1/sample/ops/topk_topp_sampler.py "
+    "vllm 0.8.4 / 0.8.5 / 0.9.0 / 0.9.2 / 0.10.2 / 0.11.0 wheels (PyPI): vllm/v1/sample/ops/topk_topp_sampler.py "
     "TopKTopPSampler.__init__ (forward_cuda only where FlashInfer >= 0.2.3 is importable and "
-    "VLLM_USE_FLASHINFER_SAMPLER is not 0; 0.8.5 falls back at >= 0.2.3), apply_top_k_top_p (logits.sort(dim=-1)); "
+    "VLLM_USE_FLASHINFER_SAMPLER is not 0; 0.8.4 / 0.8.5 fall back at >= 0.2.3), apply_top_k_top_p (logits.sort(dim=-1)); "
     "vllm/v1/worker/gpu_model_runner.py profile_run / _dummy_sampler_run (one call, no generator); the wheels' "
     "METADATA (no FlashInfer requirement; 0.10.2 / 0.11.0 only under the extra 'flashinfer'): the PyPI wheel's "
     "forward_native; an image bundling FlashInfer samples through it, not priced"

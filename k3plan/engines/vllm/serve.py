@@ -66,9 +66,9 @@ SEQS_CLAMP_SOURCE = (
     "vllm 0.10.0 wheel (PyPI) vllm/engine/arg_utils.py EngineArgs._set_default_args_v1: self.max_num_seqs = "
     "default_max_num_seqs[usage_context]; min(..., self.max_num_batched_tokens) from the 0.10.1 wheel"
 )
-BATCH_CHECK_READ = ((0, 8, 5), (0, 11, 0))
+BATCH_CHECK_READ = ((0, 8, 4), (0, 11, 0))
 BATCH_CHECK_SOURCE = (
-    "vllm 0.8.5 / 0.9.2 / 0.10.0 wheels (PyPI) vllm/config.py SchedulerConfig._verify_args, 0.10.1 / 0.10.2 "
+    "vllm 0.8.4 / 0.8.5 / 0.9.2 / 0.10.0 wheels (PyPI) vllm/config.py SchedulerConfig._verify_args, 0.10.1 / 0.10.2 "
     "vllm/config/scheduler.py SchedulerConfig._verify_args"
 )
 # VLLM_USE_V1=0 (default 1: vllm/envs.py) runs the V0 engine in the 0.8.5, 0.9.2 and 0.10.2 wheels (PyPI); its worker
@@ -85,6 +85,14 @@ V0_SOURCE = (
 # device_memory >= 70 GiB alone (8192 / 1024), the 0.9.0, 0.9.2, 0.10.2 and 0.11.0 wheels (PyPI) on
 # `device_memory >= 70 * GiB_bytes and "a100" not in device_name` (vllm/engine/arg_utils.py)
 VLLM_A100_SMALL_FROM = (0, 9, 0)
+# 0.8.4 tiers by the device's name: `"h100" in device_name or "h200" in device_name` gets 8192 / 1024, any other GPU
+# (an H20, a B200) 2048 / 256 (the 0.8.4 wheel (PyPI) vllm/engine/arg_utils.py EngineArgs._set_default_args_v1,
+# current_platform.get_device_name().lower()); by memory (>= 70 GiB) from the 0.8.5 wheel
+VLLM_LARGE_BY_MEMORY_FROM = (0, 8, 5)
+VLLM_LARGE_BY_NAME_SOURCE = (
+    "vllm 0.8.4 wheel (PyPI) vllm/engine/arg_utils.py EngineArgs._set_default_args_v1 (OPENAI_API_SERVER: a device "
+    "named h100 or h200: 8192 / 1024, else 2048 / 256; by device memory from 0.8.5)"
+)
 VLLM_A100_LARGE_SOURCE = (
     "vllm 0.8.5 wheel (PyPI) vllm/engine/arg_utils.py EngineArgs._set_default_args_v1 (OPENAI_API_SERVER: >= 70 GiB: "
     "8192 / 1024, an A100 included; 'a100' excluded from the 0.9.0 wheel)"
@@ -579,6 +587,9 @@ def read(r: Reading) -> None:
         and r.device_gib >= VLLM_LARGE_GPU_GIB
         and ("a100" not in r.device_name.lower() or a100_large)
     )
+    by_name = r.release is not None and r.release < VLLM_LARGE_BY_MEMORY_FROM
+    if by_name:  # 0.8.4: the large tier by the device's name (VLLM_LARGE_BY_NAME_SOURCE)
+        large = any(n in r.device_name.lower() for n in ("h100", "h200"))
     if r.platform == "tpu":  # the plugin's get_device_total_memory raises: device_memory 0 (VLLM_DEFAULTS_SOURCE)
         large = False
     huge = (
@@ -591,6 +602,8 @@ def read(r: Reading) -> None:
     source = (
         VLLM_HUGE_SOURCE
         if huge
+        else VLLM_LARGE_BY_NAME_SOURCE
+        if by_name
         else VLLM_A100_LARGE_SOURCE
         if large and "a100" in r.device_name.lower()
         else VLLM_DEFAULTS_SOURCE
