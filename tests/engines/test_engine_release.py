@@ -47,9 +47,14 @@ def test_the_sort_releases_hold_the_sorted_logits_and_torch_s_buffers():
     assert "vLLM 0.11.1" in at[(0, 11, 1)][2] and "SortStable.cu" in at[(0, 11, 1)][2]
     # segmented_sort_pairs from 128 rows, by_full_sort below (two int2 buffers and the radix sort's keys), one row
     assert [sort_live_bytes_per_entry(r) for r in (1, 2, 127, 128)] == [38, 50, 50, 38]
+    # 0.8.5-0.11.0 sort too, as their wheels install (no FlashInfer: the 0.8.5-0.11.0 wheels' METADATA and
+    # TopKTopPSampler.__init__), and the figure names the older wheels read
+    for release in ((0, 8, 5), (0, 9, 2), (0, 10, 2), (0, 11, 0)):
+        got = sampler_profile_peak(max_num_seqs=256, max_num_batched_tokens=2048, vocab_size=K2_VOCAB, release=release)
+        assert got[0] == 38 * 256 * K2_VOCAB and "0.8.5 / 0.9.0 / 0.9.2 / 0.10.2 / 0.11.0 wheels" in got[2]
     # a release before the sort ones was not read: the current code, and the figure says so
-    old = sampler_profile_peak(max_num_seqs=256, max_num_batched_tokens=2048, vocab_size=K2_VOCAB, release=(0, 10, 2))
-    assert old[0] == LIVE_BYTES_PER_ENTRY * 256 * K2_VOCAB and "0.10.2 not read" in old[2]
+    old = sampler_profile_peak(max_num_seqs=256, max_num_batched_tokens=2048, vocab_size=K2_VOCAB, release=(0, 8, 2))
+    assert old[0] == LIVE_BYTES_PER_ENTRY * 256 * K2_VOCAB and "0.8.2 not read" in old[2]
 
 
 def test_the_recipe_s_k2_thinking_pool_moves_by_the_sort_and_the_caveat_names_it(cli):
@@ -117,3 +122,63 @@ def test_sglang_s_dp_attention_command_names_sglang_s_release_rule(cli):
     serve_read = json.loads(r.stdout)["engine"]["serve"]
     assert serve_read["stack"].startswith("dp-attention")
     assert any(c.startswith("--engine-version 0.5.15: DeepSeek-V4's pool form") for c in serve_read["caveats"])
+
+
+def test_vllm_v0_is_said_where_the_release_still_has_it(cli):
+    """VLLM_USE_V1=0 runs the V0 engine in the 0.8.5-0.10.x wheels (vllm/worker/worker.py; gone from 0.11.0): the
+    caveat says so; at 0.11.0 and later (and with V1, the default) nothing is said."""
+    serve = "VLLM_USE_V1=0 vllm serve deepseek-ai/DeepSeek-R1 --tensor-parallel-size 8 --max-model-len 32768"
+
+    def caveats(*extra: str) -> list[str]:
+        out = cli("fit", "-H", "nvidia-h200", "-t", "8", "--serve", serve, *extra, "--json")
+        return json.loads(out.stdout)["engine"]["serve"]["caveats"]
+
+    assert any(
+        c.startswith("VLLM_USE_V1=0: vLLM 0.9.2 runs its V0 engine") for c in caveats("--engine-version", "0.9.2")
+    )
+    assert not any(c.startswith("VLLM_USE_V1=") for c in caveats("--engine-version", "0.11.0"))
+    assert not any(c.startswith("VLLM_USE_V1=") for c in caveats())
+
+
+def test_before_0_10_1_a_budget_under_the_default_batch_is_refused_as_vllm_refuses_it(cli):
+    """vLLM 0.8.5-0.10.0 set the default max_num_seqs (1,024 on a >= 70 GiB GPU) uncut, and SchedulerConfig refuses
+    fewer batched tokens than sequences (the 0.8.5, 0.9.2, 0.10.0 wheels' vllm/config.py); from 0.10.1 the default is
+    min(1,024, max_num_batched_tokens) (EngineArgs._set_default_args_v1), so the same command starts."""
+    serve = (
+        "vllm serve deepseek-ai/DeepSeek-R1 --tensor-parallel-size 8 --max-model-len 4096 --max-num-batched-tokens 512"
+    )
+
+    def fit(release: str):
+        return cli("fit", "-H", "nvidia-h200", "-t", "8", "--serve", serve, "--engine-version", release, "--json")
+
+    old = fit("0.10.0")
+    assert old.exit_code == 2 and len(old.output.strip().splitlines()) == 1
+    assert "max_num_batched_tokens (512) must be greater than or equal to max_num_seqs (1024)" in old.output
+    assert fit("0.10.1").exit_code == 0
+    # explicit and too many: refused in every release read for the check (0.8.5-0.10.2)
+    explicit = cli(
+        "fit", "-H", "nvidia-h200", "-t", "8", "--serve", serve + " --max-num-seqs 600", "--engine-version", "0.10.2"
+    )
+    assert explicit.exit_code == 2 and "max_num_seqs (600)" in explicit.output
+
+
+def test_0_8_4_sizes_the_defaults_by_the_device_s_name_and_reports_tokens_over_the_length(cli):
+    """0.8.4 gives the large defaults (8,192 tokens, 1,024 sequences) to a device named h100 / h200 only, so an H20
+    gets 2,048 / 256 (by memory from 0.8.5: the 0.8.4 / 0.8.5 wheels' EngineArgs._set_default_args_v1); before 0.9.1
+    the concurrency is the pool's tokens over max_model_len (kv_cache_utils.py, the 0.8.4-0.9.0 wheels)."""
+    serve = "vllm serve deepseek-ai/DeepSeek-R1 --tensor-parallel-size 16 --max-model-len 1000"
+
+    def engine(hw: str, release: str) -> dict:
+        out = cli("fit", "-H", hw, "-t", "16", "--serve", serve, "--engine-version", release, "--json")
+        return json.loads(out.stdout)["engine"]
+
+    def tokens(e: dict) -> int:
+        return int(e["message"].split("GPU KV cache size: ")[1].split(" tokens")[0].replace(",", ""))
+
+    old, new = engine("nvidia-h20", "0.8.4"), engine("nvidia-h20", "0.8.5")
+    assert "256 rows (min(max_num_seqs 256, max_num_batched_tokens 2,048))" in old["sources"]["activation"]
+    assert "1,024 rows (min(max_num_seqs 1,024, max_num_batched_tokens 8,192))" in new["sources"]["activation"]
+    assert "1,024 rows" in engine("nvidia-h200", "0.8.4")["sources"]["activation"]
+    assert old["max_concurrency"] == round(tokens(old) / 1000, 2)  # not num_blocks / cdiv(1000, 64)
+    later = engine("nvidia-h20", "0.9.1")
+    assert later["max_concurrency"] == round(tokens(later) // 64 / 16, 2)

@@ -24,7 +24,7 @@ ENGINE = Engine(
     loads_vision_tower=True,
     prices_unnamed=True,
     by_release=(
-        "the profile run's sampler warm-up follows it (0.11.1-0.16.x sort the top-k / top-p mask, "
+        "the profile run's sampler warm-up follows it (0.8.4-0.16.x sort the top-k / top-p mask, "
         "engines/vllm/sampler.py), and so do the default token budget of a >= 160 GiB GPU (16,384 from 0.28.0, "
         "engines/vllm/serve.py VLLM_HUGE_TIER_FROM) and the batches in flight a DeepSeek-V4 windowed group holds "
         "pages for (2 under async scheduling from 0.26.0, engines/vllm/memory.py in_flight_batches) and the "
@@ -41,9 +41,18 @@ ENGINE = Engine(
         "pool is what the extensible KV cache measures after warmup and graph capture, gpu_memory_utilization 1.0 by "
         "default (engines/vllm/extensible.py EXTENSIBLE_FROM), the 0.34 configurations whose sizing was not read "
         "refused (engines/vllm/serve.py refuse_unread_034); "
+        "before 0.11.1, read in the 0.8.4, 0.8.5, 0.9.0, 0.9.2, 0.10.0-0.10.2 and 0.11.0 wheels: the sampler warm-up "
+        "sorts as the wheel installs it, without FlashInfer (engines/vllm/sampler.py OLD_WHEELS_SOURCE); the large "
+        "default token budget and batch go by the device's name (h100 / h200) in 0.8.4 (engines/vllm/serve.py "
+        "VLLM_LARGE_BY_MEMORY_FROM) and include an A100 before 0.9.0 (VLLM_A100_SMALL_FROM); the default batch is not "
+        "cut to the token budget before 0.10.1, where SchedulerConfig refuses the command (SEQS_CLAMP_FROM); "
+        "VLLM_USE_V1=0 runs the V0 engine before 0.11.0, said, not priced (V0_GONE_FROM); "
         "k3plan's other vLLM rules are the code each cites"
     ),
-    oldest_release_read=(0, 11, 1),  # the 0.11.1 wheel (the sampler warm-up's sort, engines/vllm/sampler.py)
+    # the 0.8.4 wheel (the V1 worker's and the FlashMLA block of 64 as 0.8.5's: 0.8.4 / 0.8.5's
+    # Worker.determine_available_memory takes utilization x the device's total less torch's peak and every non-torch
+    # byte, the terms k3plan prices; the sampler warm-up's sort, engines/vllm/sampler.py)
+    oldest_release_read=(0, 8, 4),
     newest_release_read=NEWEST_RELEASE,  # 0.33.0: a GPU question that names no release is read as it (releases.py)
     latest_release_read=NEWEST_READ,  # 0.34.0: read, priced under --engine-version (releases.py)
     windowed_in_flight=in_flight_batches,  # DeepSeek-V4's windowed groups: batches in flight by release and scheduling

@@ -88,6 +88,15 @@ VLLM_REPORT = (
     "vllm-project/vllm vllm/v1/core/kv_cache_utils.py _report_kv_cache_config (num_blocks // len(kv_cache_groups) "
     "x min block_size) / get_max_concurrency_for_kv_cache_config (read in stored copies, commit not pinned)"
 )
+# Before 0.9.1 the engine core reports the concurrency as the pool's tokens over max_model_len, unrounded to blocks
+# (the 0.8.4, 0.8.5 and 0.9.0 wheels (PyPI) vllm/v1/core/kv_cache_utils.py _get_kv_cache_config_uniform_type:
+# max_concurrency = num_tokens / max_model_len); from the 0.9.1 wheel num_blocks over a request's blocks
+# (get_max_concurrency_for_kv_cache_config)
+CONCURRENCY_BY_BLOCKS_FROM: Release = (0, 9, 1)
+CONCURRENCY_BY_TOKENS_SOURCE = (
+    "vllm 0.8.4 / 0.8.5 / 0.9.0 wheels (PyPI) vllm/v1/core/kv_cache_utils.py _get_kv_cache_config_uniform_type "
+    "(max_concurrency = num_tokens / max_model_len); num_blocks over a request's blocks from the 0.9.1 wheel"
+)
 # where each refusal is raised (the engine's own message text is quoted from there)
 VLLM_CHECK_AT = (
     "vllm-project/vllm@001cabc1 vllm/v1/core/kv_cache_utils.py _check_enough_kv_cache_memory (ValueError), called by "
@@ -272,6 +281,7 @@ def vllm_kv_pool(
     kv_cache_memory_bytes: int | None = None,
     extensible_platform: str | None = None,
     expert_formats: tuple[str, ...] = (),
+    concurrency_by_tokens: bool = False,
 ) -> EngineSizing:
     """vLLM's pool as its worker and KV manager size it (module docstring); ``starts``: the engine's start
     checks pass (available > 0 and one max_model_len request fits: vLLM's _check_enough_kv_cache_memory).
@@ -359,6 +369,11 @@ def vllm_kv_pool(
     conc_src = f"num_blocks / (cdiv({held}, {block_tokens}) x {att} + {st}): {VLLM_REPORT}" + (
         f"; {DCP_SOURCE}" if dcp > 1 else ""
     )
+    if concurrency_by_tokens and groups and max_model_len > 0:  # before 0.9.1: the tokens over max_model_len
+        conc = tokens / max_model_len
+        conc_src = (
+            f"GPU KV cache size {tokens:,} tokens / max_model_len {max_model_len:,}: {CONCURRENCY_BY_TOKENS_SOURCE}"
+        )
     need, checked = per_request * per_block, available  # the check's bytes and the memory it plans against
     if dsv4 is not None:  # DeepSeek-V4: one pool of packed blocks, every group's pages drawn from it
         per_block = dsv4.block_bytes
@@ -876,6 +891,7 @@ def engine_sizing(
         kv_cache_memory_bytes=kv_cache_memory_bytes if kv_pool_method == "utilization_minus_profile" else None,
         extensible_platform=ext_platform,
         expert_formats=expert_formats,
+        concurrency_by_tokens=gpu and release is not None and release < CONCURRENCY_BY_BLOCKS_FROM,
     )
 
 

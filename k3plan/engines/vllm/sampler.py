@@ -39,6 +39,16 @@ int64 indices (8 B), and the sort's own buffers, by its branch on the rows (segm
   prints the PyTorch path at 78.50 MB for 48 x 32,768 float32 logits: 49.9 B an entry (MB as 10^6 B; 52.3 as
   2^20), against this reading's 48 B without the 16-bit logits the benchmark does not hold;
 - one row, ``segmented_sort_large_segments``: int64 reverse indices of the row (8 B) + cub's alternates: 38 B.
+
+Releases 0.8.4 to 0.11.0 sort too, as their wheels install (``fit --engine-version``; read in the PyPI wheels of 0.8.4,
+0.8.5, 0.9.0, 0.9.2, 0.10.2 and 0.11.0): ``TopKTopPSampler.__init__`` takes ``forward_cuda`` (FlashInfer's sampling) only
+where FlashInfer is importable, at 0.2.3 or later, and VLLM_USE_FLASHINFER_SAMPLER is not 0 (0.8.4 and 0.8.5 fall
+back to ``forward_native`` at FlashInfer >= 0.2.3 whatever the variable); none of these wheels requires FlashInfer (no
+Requires-Dist in 0.8.4, 0.8.5, 0.9.0 and 0.9.2; only under the extra ``flashinfer`` in 0.10.2 and 0.11.0), so a ``pip install
+vllm`` samples by ``forward_native``: ``apply_top_k_top_p``'s ``logits.sort(dim=-1)`` on the float32 copy
+(``Sampler.forward``), one ``_dummy_sampler_run`` call with no generator, after ``_dummy_run(max_num_tokens)``'s
+``hidden_states[logit_indices]``, one row a dummy request (``num_reqs = min(num_tokens, max_num_seqs)``): the live set
+above. An image that bundles FlashInfer (vllm/vllm-openai from 0.9.0) samples through it there, which is not priced.
 """
 
 from __future__ import annotations
@@ -61,8 +71,18 @@ PROBS_F32 = 4
 NOISE_F32 = 4
 LIVE_BYTES_PER_ENTRY = LOGITS_16BIT + LOGITS_F32 + PROBS_F32 + NOISE_F32
 
-# the releases whose masking sorts the logits at every batch size (module docstring): [first, last + 1)
-SORT_RELEASES: tuple[Release, Release] = ((0, 11, 1), (0, 17, 0))
+# the releases whose masking sorts the logits at every batch size (module docstring): [first, last + 1); 0.8.4-0.11.0
+# as their wheels install (no FlashInfer: OLD_WHEELS_SOURCE), 0.11.1-0.16.x whatever is installed (SORT_SOURCE)
+SORT_RELEASES: tuple[Release, Release] = ((0, 8, 4), (0, 17, 0))
+FLASHINFER_OFF_FROM: Release = (0, 11, 1)  # vllm-project/vllm#26859: FlashInfer's sampler off unless asked for
+OLD_WHEELS_SOURCE = (
+    "vllm 0.8.4 / 0.8.5 / 0.9.0 / 0.9.2 / 0.10.2 / 0.11.0 wheels (PyPI): vllm/v1/sample/ops/topk_topp_sampler.py "
+    "TopKTopPSampler.__init__ (forward_cuda only where FlashInfer >= 0.2.3 is importable and "
+    "VLLM_USE_FLASHINFER_SAMPLER is not 0; 0.8.4 / 0.8.5 fall back at >= 0.2.3), apply_top_k_top_p (logits.sort(dim=-1)); "
+    "vllm/v1/worker/gpu_model_runner.py profile_run / _dummy_sampler_run (one call, no generator); the wheels' "
+    "METADATA (no FlashInfer requirement; 0.10.2 / 0.11.0 only under the extra 'flashinfer'): the PyPI wheel's "
+    "forward_native; an image bundling FlashInfer samples through it, not priced"
+)
 SORT_SOURCE = (
     "vllm 0.11.1 / 0.16.0 wheels (PyPI): vllm/v1/sample/ops/topk_topp_sampler.py TopKTopPSampler (forward_native "
     "unless VLLM_USE_FLASHINFER_SAMPLER=1, vllm-project/vllm#26859) and apply_top_k_top_p (logits.sort(dim=-1)), "
@@ -99,13 +119,14 @@ def sampler_profile_peak(
     if release is not None and SORT_RELEASES[0] <= release < SORT_RELEASES[1]:
         per = sort_live_bytes_per_entry(rows)
         peak = per * rows * vocab_size
+        where = SORT_SOURCE if release >= FLASHINFER_OFF_FROM else f"{OLD_WHEELS_SOURCE}; {SORT_SOURCE}"
         return (
             peak,
             rows,
             (
                 f"the sampler warm-up's {peak / GiB:.2f} GiB in vLLM {release_text(release)}: {sizing} x vocabulary "
                 f"{vocab_size:,} x {per} B (16-bit logits, their float32 copy, and torch's sort of the top-k / top-p "
-                f"mask: sorted values, int64 indices and its buffers; {SORT_SOURCE})"
+                f"mask: sorted values, int64 indices and its buffers; {where})"
             ),
         )
     peak = LIVE_BYTES_PER_ENTRY * rows * vocab_size

@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from k3plan.engines.flags import TORCHTPU_DEFAULT_BLOCK
-from k3plan.engines.release import Release
+from k3plan.engines.release import Release, release_text
 from k3plan.engines.serve_values import (
     Reading,
     ServeCommand,
@@ -55,6 +55,48 @@ VLLM_DEFAULTS_SOURCE = (
     "and not an A100: 8192 / 1024, else 2048 / 256)"
 )
 VLLM_LARGE_GPU_GIB = 70
+# vLLM's default max_num_seqs is cut to max_num_batched_tokens from 0.10.1 (EngineArgs._set_default_args_v1:
+# min(default_max_num_seqs[usage_context], self.max_num_batched_tokens), read in the 0.10.1, 0.10.2 and 0.11.0
+# wheels (PyPI); 0.8.5, 0.9.2 and 0.10.0 set the default as it is), and the scheduler's config refuses fewer batched
+# tokens than sequences (max_num_batched_tokens < max_num_seqs: ValueError, vllm/config.py SchedulerConfig in 0.8.5,
+# 0.9.2 and 0.10.0, vllm/config/scheduler.py in 0.10.1 and 0.10.2): a command of those releases that sets a budget
+# under the default batch and no --max-num-seqs does not start. The check is priced in the releases read for it
+SEQS_CLAMP_FROM = (0, 10, 1)
+SEQS_CLAMP_SOURCE = (
+    "vllm 0.10.0 wheel (PyPI) vllm/engine/arg_utils.py EngineArgs._set_default_args_v1: self.max_num_seqs = "
+    "default_max_num_seqs[usage_context]; min(..., self.max_num_batched_tokens) from the 0.10.1 wheel"
+)
+BATCH_CHECK_READ = ((0, 8, 4), (0, 11, 0))
+BATCH_CHECK_SOURCE = (
+    "vllm 0.8.4 / 0.8.5 / 0.9.2 / 0.10.0 wheels (PyPI) vllm/config.py SchedulerConfig._verify_args, 0.10.1 / 0.10.2 "
+    "vllm/config/scheduler.py SchedulerConfig._verify_args"
+)
+# VLLM_USE_V1=0 (default 1: vllm/envs.py) runs the V0 engine in the 0.8.5, 0.9.2 and 0.10.2 wheels (PyPI); its worker
+# sizes the pool by the same memory_profiling (vllm/worker/worker.py Worker.determine_num_available_blocks:
+# requested - non_kv_cache_memory, num_gpu_blocks = available // cache_block_size) after V0's own profile run and
+# sampler (vllm/worker/model_runner.py, not read); the 0.11.0 wheel has no vllm/worker/worker.py
+V0_GONE_FROM = (0, 11, 0)
+V0_SOURCE = (
+    "the 0.8.5 / 0.9.2 / 0.10.2 wheels (PyPI): vllm/worker/worker.py Worker.determine_num_available_blocks, "
+    "requested - non_kv_cache_memory, after V0's own profile run and sampler (vllm/worker/model_runner.py, not read); "
+    "gone from the 0.11.0 wheel"
+)
+# an A100 (80 GB) has the large defaults before 0.9.0: the 0.8.5 wheel's EngineArgs._set_default_args_v1 tiers on
+# device_memory >= 70 GiB alone (8192 / 1024), the 0.9.0, 0.9.2, 0.10.2 and 0.11.0 wheels (PyPI) on
+# `device_memory >= 70 * GiB_bytes and "a100" not in device_name` (vllm/engine/arg_utils.py)
+VLLM_A100_SMALL_FROM = (0, 9, 0)
+# 0.8.4 tiers by the device's name: `"h100" in device_name or "h200" in device_name` gets 8192 / 1024, any other GPU
+# (an H20, a B200) 2048 / 256 (the 0.8.4 wheel (PyPI) vllm/engine/arg_utils.py EngineArgs._set_default_args_v1,
+# current_platform.get_device_name().lower()); by memory (>= 70 GiB) from the 0.8.5 wheel
+VLLM_LARGE_BY_MEMORY_FROM = (0, 8, 5)
+VLLM_LARGE_BY_NAME_SOURCE = (
+    "vllm 0.8.4 wheel (PyPI) vllm/engine/arg_utils.py EngineArgs._set_default_args_v1 (OPENAI_API_SERVER: a device "
+    "named h100 or h200: 8192 / 1024, else 2048 / 256; by device memory from 0.8.5)"
+)
+VLLM_A100_LARGE_SOURCE = (
+    "vllm 0.8.5 wheel (PyPI) vllm/engine/arg_utils.py EngineArgs._set_default_args_v1 (OPENAI_API_SERVER: >= 70 GiB: "
+    "8192 / 1024, an A100 included; 'a100' excluded from the 0.9.0 wheel)"
+)
 # from 0.28.0 a third tier: a device of >= 160 GiB gets max_num_batched_tokens 16,384 (and max_num_seqs 1,024)
 # whatever its vendor (vllm-project/vllm#51726; EngineArgs.get_batch_defaults in the 0.28.0 wheel, unchanged through
 # 0.31.0; 0.27.0's has the two tiers above): so at releases.py NEWEST_RELEASE, a command's release where it names none, and
@@ -483,6 +525,12 @@ def read(r: Reading) -> None:
     on, off = get("--async-scheduling", None), get("--no-async-scheduling", None)
     if on is not None or off is not None:
         r.async_scheduling = off is None and on is not None and on.lower() not in ("false", "0")
+    v1 = r.env.get("VLLM_USE_V1", "1").strip()
+    if r.platform != "tpu" and v1 in ("0", "false", "False") and r.release is not None and r.release < V0_GONE_FROM:
+        r.caveats.append(
+            f"VLLM_USE_V1={v1}: vLLM {release_text(r.release)} runs its V0 engine ({V0_SOURCE}); "
+            "k3plan prices the V1 engine's profile run and pool"
+        )
     sleep = get("--enable-sleep-mode", None)
     if sleep is not None and sleep.lower() not in ("false", "0"):
         r.caveats.append(
@@ -533,7 +581,15 @@ def read(r: Reading) -> None:
     seqs = get("--max-num-seqs", None)
     if get("--max-running-requests", None) is not None:
         raise K3PlanError("--serve: --max-running-requests is SGLang's flag; vllm serve takes --max-num-seqs")
-    large = r.device_gib is not None and r.device_gib >= VLLM_LARGE_GPU_GIB and "a100" not in r.device_name.lower()
+    a100_large = r.release is not None and r.release < VLLM_A100_SMALL_FROM  # before 0.9.0 an A100 is not excluded
+    large = (
+        r.device_gib is not None
+        and r.device_gib >= VLLM_LARGE_GPU_GIB
+        and ("a100" not in r.device_name.lower() or a100_large)
+    )
+    by_name = r.release is not None and r.release < VLLM_LARGE_BY_MEMORY_FROM
+    if by_name:  # 0.8.4: the large tier by the device's name (VLLM_LARGE_BY_NAME_SOURCE)
+        large = any(n in r.device_name.lower() for n in ("h100", "h200"))
     if r.platform == "tpu":  # the plugin's get_device_total_memory raises: device_memory 0 (VLLM_DEFAULTS_SOURCE)
         large = False
     huge = (
@@ -543,15 +599,34 @@ def read(r: Reading) -> None:
         and r.device_gib is not None
         and r.device_gib >= VLLM_HUGE_GPU_GIB
     )
-    source = VLLM_HUGE_SOURCE if huge else VLLM_DEFAULTS_SOURCE
+    source = (
+        VLLM_HUGE_SOURCE
+        if huge
+        else VLLM_LARGE_BY_NAME_SOURCE
+        if by_name
+        else VLLM_A100_LARGE_SOURCE
+        if large and "a100" in r.device_name.lower()
+        else VLLM_DEFAULTS_SOURCE
+    )
     if r.chunk is None:
         r.chunk = 16384 if huge else 8192 if large else 2048
         r.chunk_source = f"vLLM's default max_num_batched_tokens {r.chunk}: {source}"
+    old_read = r.platform != "tpu" and r.release is not None and BATCH_CHECK_READ[0] <= r.release < BATCH_CHECK_READ[1]
     if seqs is None:
-        r.batch = min(1024 if large or huge else 256, r.chunk)
-        r.batch_source = f"vLLM's default max_num_seqs {r.batch}: {source}"
+        default_seqs = 1024 if large or huge else 256
+        unclamped = old_read and r.release is not None and r.release < SEQS_CLAMP_FROM
+        r.batch = default_seqs if unclamped else min(default_seqs, r.chunk)
+        r.batch_source = f"vLLM's default max_num_seqs {r.batch}: {source}" + (
+            f" (not cut to max_num_batched_tokens before 0.10.1: {SEQS_CLAMP_SOURCE})" if unclamped else ""
+        )
     else:
         r.batch = flag_int("--max-num-seqs", seqs)
+    if old_read and r.chunk < r.batch:  # SchedulerConfig's check, as the wheels read raise it at config time
+        raise K3PlanError(
+            f"--serve: vLLM {release_text(r.release) if r.release else ''} refuses it: ValueError: "
+            f"max_num_batched_tokens ({r.chunk}) must be greater than or equal to max_num_seqs ({r.batch}) "
+            f"({BATCH_CHECK_SOURCE}); set --max-num-seqs at most {r.chunk}"
+        )
     r.memory_options()
     if get("--moe-a2a-backend", None) is not None:
         raise K3PlanError("--serve: --moe-a2a-backend is SGLang's flag; vllm serve takes --all2all-backend")
