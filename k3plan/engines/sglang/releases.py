@@ -1,5 +1,6 @@
 """The SGLang releases k3plan's pool rules follow (fit --engine-version; k3plan.engines.release), each rule with the
-first release whose code has it, read in the sglang wheels (PyPI) 0.5.15-0.5.23. A GPU question that names no release
+first release whose code has it, read in the sglang wheels (PyPI) 0.5.15-0.5.23; the default fraction and chunk of
+0.4.2-0.5.2 in engines/sglang/fraction_eras.py. A GPU question that names no release
 is read as NEWEST_RELEASE, 0.5.23 (fit with or without --serve, plan); one read as no release (None) is priced by the
 code each rule cites, 0.5.15's."""
 
@@ -106,15 +107,25 @@ BY_RELEASE_RULES: tuple[tuple[tuple[str, ...], str], ...] = (
     ),
     (
         (),
-        "the derived mem_fraction_static reserves for a default decode graph batch capped at --max-running-requests "
+        "the default mem_fraction_static and chunked_prefill_size before 0.5.3 are the release's own (a table by "
+        "parallel size to 0.4.7, a flat reserve by GPU class from 0.4.8: engines/sglang/fraction_eras.py); the derived "
+        "mem_fraction_static reserves for a default decode graph batch capped at --max-running-requests "
         "from 0.5.22 (GRAPH_CAP_FROM); k3plan's other SGLang rules are the code each cites, and what changed in "
-        "0.5.16-0.5.23 without being priced is listed in engines/sglang/releases.py (NOT_PRICED)",
+        "0.4.x-0.5.23 without being priced is listed in engines/sglang/releases.py (NOT_PRICED)",
     ),
 )
 
 
 # what changed in the releases read that k3plan does not price yet, each with the release it changed in
 NOT_PRICED = (
+    "0.4.x-0.5.11: the weights' layouts of those releases (as read in the 0.4.6.post2 wheel, models/deepseek_v2.py: "
+    "DeepSeek-V3's shared experts fused into the routed MoE as tp_size copies on SM90, n_share_experts_fusion, and the "
+    "embedding whole on every GPU under DP attention; in the 0.4.9.post2 wheel, layers/moe/ep_moe/layer.py "
+    "Fp8EPMoEMethod.process_weights_after_loading's ROCm copies of the FP8 experts): priced as the newest release holds them",
+    "0.5.3-0.5.11: the reserve derivation's GPU classes below 35 GiB (chunked_prefill_size 2048, cuda_graph_max_bs "
+    "16 / 24 at TP < 4 and 80; none of k3plan's GPUs) and the piecewise CUDA graph's reserve (0.5.6-0.5.9 under "
+    "--enable-piecewise-cuda-graph only; from 0.5.10 unless disabled, 1.5 GiB for an MLA model: sglang 0.5.10 wheel "
+    "server_args.py _handle_gpu_memory_settings, _handle_piecewise_cuda_graph), priced as the stack's derivation",
     "0.5.21: DeepSeek-V4's pool in the opt-in layouts and modes (--dsv4-attn-backend trtllm's uniform FP8 pages, "
     "SGLANG_DSV4_KV_LAYOUT v41, HiSparse, encoder SWA bounded replay; k3plan refuses the flags and variables "
     "unread)",
