@@ -280,7 +280,7 @@ class Stack(Spec):
         era = self.release_fraction(usable_bytes=usable_bytes, tp=tp, pp=pp, vendor=vendor, dp=dp)
         if era is not None:  # a release whose engine derives its fraction otherwise (Engine.release_fraction)
             return era
-        deepep = self.chosen.get("moe_a2a_backend") == "deepep"
+        deepep = self.chosen.get("moe_a2a_backend") == "deepep" and self._reserves_term("deepep")
         frac = auto.fraction(
             gpu_bytes=usable_bytes,
             tp=tp * dp if self.dp_attention else tp,
@@ -297,6 +297,14 @@ class Stack(Spec):
         # a derived fraction <= 0 (more MiB reserved than the GPU has: a long chunk flag under DP attention) leaves
         # the engine no room at all; k3plan reserves the whole device rather than more than it (nothing fits)
         return each(lambda v: min(round(1 - v, 12), 1.0), frac)
+
+    def _reserves_term(self, term: str) -> bool:
+        """Whether the engine release the stack runs (``engine_release``; None: the newest read) reserves ``term`` of the
+        derived reserve (``Engine.reserve_terms_from``)."""
+        from k3plan.engines.registry import engine_rules
+
+        first = engine_rules(self.name).reserve_terms_from.get(term)
+        return first is None or self.engine_release is None or tuple(self.engine_release) >= first
 
     def release_fraction(self, *, usable_bytes: int, tp: Any, pp: Any, vendor: str | None, dp: Any = 1) -> Any:
         """The reserve (1 - the fraction) where the engine release the stack runs (``engine_release``) derives its
