@@ -36,6 +36,14 @@ def provenance(
     tier, whose HBM share (projections, and the rows where the tables are in HBM) is counted with them too."""
     spec, stack, hw, par = setup.model.spec, setup.stack, setup.hardware, setup.parallel
     reserve_auto = stack.reserve_auto(vendor=hw.vendor)
+    # a release whose engine derives its fraction by another rule (Stack.release_fraction: SGLang before 0.5.3)
+    era_source = (
+        stack.release_fraction_source(
+            usable_bytes=hw.usable_bytes_per_device, tp=par.tp, pp=par.pp, vendor=hw.vendor, dp=par.dp
+        )
+        if reserve_auto is not None
+        else ""
+    )
     return Provenance(
         weights=f"analytic: inventory x {stack.name} runtime formats x ShardSpecs ({setup.plan.source})"
         + (f"; {stack.expert_pad[2]}" if stack.expert_pad is not None else "")
@@ -106,6 +114,10 @@ def provenance(
         reserve=(
             f"stack {stack.name}: {stack.reserve.fraction_of_usable_hbm:.0%} of usable HBM ({stack.reserve.source})"
             if reserve_auto is None
+            else f"stack {stack.name}: {reserve_fraction:.1%} of usable HBM, mem_fraction_static "
+            f"{1 - reserve_fraction:.3f}, the engine's default in release {'.'.join(map(str, stack.engine_release or ()))} for "
+            f"{hw.name} at tp_size {par.tp * (par.dp if stack.dp_attention else 1)} x pp {par.pp} ({era_source})"
+            if era_source
             else f"stack {stack.name}: {reserve_fraction:.1%} of usable HBM, mem_fraction_static "
             f"{1 - reserve_fraction:.3f} as SGLang derives it for {hw.name}, "
             + (

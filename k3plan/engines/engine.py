@@ -146,6 +146,14 @@ class Engine:
     # at that release's value where the question gives none (vLLM: engines/vllm/releases.py option_defaults; the
     # stack YAML's default is the newest release's). None: no option default moves with the release
     option_defaults: Optional[Callable[[tuple[int, int, int]], dict[str, tuple[str, str]]]] = None
+    # (release, gpu_mib=, tp_size=, pp=, dp_attention=, cuda=) -> (the fraction, where read): the static memory fraction
+    # the engine derives in a release whose derivation is not the stack's own (Option.auto), where the question gives
+    # none (SGLang before 0.5.3: engines/sglang/fraction_eras.py era_fraction); None from the release: the stack's
+    release_fraction: Optional[Callable[..., Optional[tuple[float, str]]]] = None
+    # a term of the stack's derived reserve (AutoFraction: "deepep") -> the first release whose engine reserves it; a
+    # question read as an earlier release leaves it out (SGLang's DeepEP buffers from 0.5.14: engines/sglang/releases.py
+    # DEEPEP_RESERVE_FROM)
+    reserve_terms_from: dict[str, tuple[int, int, int]] = field(default_factory=dict)
 
     def launcher_for(self, kind: str | None) -> Launcher:
         """The command family that starts the engine on a machine of ``kind`` ("tpu", "gpu"; None: ``launcher``)."""

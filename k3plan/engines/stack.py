@@ -58,6 +58,7 @@ from k3plan.engines.stack_sections import (  # noqa: F401
 )
 from k3plan.errors import K3PlanError
 from k3plan.specfile import Spec, convert, read_yaml_mapping
+from k3plan.units import MiB
 
 # Names a stack had once -> the stack that prices what it meant (each engine's ``Engine.aliases``, issue 34)
 STACK_ALIASES = aliases()
@@ -276,7 +277,10 @@ class Stack(Spec):
         auto = self.reserve_auto(vendor=vendor)
         if auto is None:
             return self.reserve.fraction_of_usable_hbm
-        deepep = self.chosen.get("moe_a2a_backend") == "deepep"
+        era = self.release_fraction(usable_bytes=usable_bytes, tp=tp, pp=pp, vendor=vendor, dp=dp)
+        if era is not None:  # a release whose engine derives its fraction otherwise (Engine.release_fraction)
+            return era
+        deepep = self.chosen.get("moe_a2a_backend") == "deepep" and self._reserves_term("deepep")
         frac = auto.fraction(
             gpu_bytes=usable_bytes,
             tp=tp * dp if self.dp_attention else tp,
@@ -293,6 +297,64 @@ class Stack(Spec):
         # a derived fraction <= 0 (more MiB reserved than the GPU has: a long chunk flag under DP attention) leaves
         # the engine no room at all; k3plan reserves the whole device rather than more than it (nothing fits)
         return each(lambda v: min(round(1 - v, 12), 1.0), frac)
+
+    def _reserves_term(self, term: str) -> bool:
+        """Whether the engine release the stack runs (``engine_release``; None: the newest read) reserves ``term`` of the
+        derived reserve (``Engine.reserve_terms_from``)."""
+        from k3plan.engines.registry import engine_rules
+
+        first = engine_rules(self.name).reserve_terms_from.get(term)
+        return first is None or self.engine_release is None or tuple(self.engine_release) >= first
+
+    def release_fraction(self, *, usable_bytes: int, tp: Any, pp: Any, vendor: str | None, dp: Any = 1) -> Any:
+        """The reserve (1 - the fraction) where the engine release the stack runs (``engine_release``) derives its
+        static fraction by another rule than the stack's (``Engine.release_fraction``: SGLang before 0.5.3), read at
+        the GPU's memory in MiB and tp_size (every GPU of a stage under DP attention) x pp; None: the stack's own
+        derivation. ``tp``, ``pp`` and ``dp``: ints or columns of one machine's configurations (each value alone)."""
+        from k3plan.engines.registry import engine_rules
+
+        release = self.engine_release
+        hook = None if release is None else engine_rules(self.name).release_fraction
+        if hook is None or release is None:
+            return None
+        sizes = tp * dp if self.dp_attention else tp
+
+        def one(size: float, stages: float) -> float | None:
+            got = hook(
+                release,
+                gpu_mib=usable_bytes / MiB,
+                tp_size=int(size),
+                pp=int(stages),
+                dp_attention=self.dp_attention,
+                cuda=vendor == "nvidia",
+            )
+            return None if got is None else min(round(1 - got[0], 12), 1.0)
+
+        if not (hasattr(sizes, "shape") or hasattr(pp, "shape")):
+            return one(sizes, pp)
+        import numpy as np
+
+        sizes, pp = np.broadcast_arrays(sizes, pp)
+        got = [one(s, p) for s, p in zip(sizes.ravel(), pp.ravel())]
+        return None if None in got else np.array(got).reshape(sizes.shape)
+
+    def release_fraction_source(self, *, usable_bytes: int, tp: int, pp: int, vendor: str | None, dp: int = 1) -> str:
+        """Where the release's own fraction (``release_fraction``) was read; "" where the stack's derivation holds."""
+        from k3plan.engines.registry import engine_rules
+
+        release = self.engine_release
+        hook = None if release is None else engine_rules(self.name).release_fraction
+        if hook is None or release is None:
+            return ""
+        got = hook(
+            release,
+            gpu_mib=usable_bytes / MiB,
+            tp_size=tp * dp if self.dp_attention else tp,
+            pp=pp,
+            dp_attention=self.dp_attention,
+            cuda=vendor == "nvidia",
+        )
+        return "" if got is None else got[1]
 
     def engine_chunk(self, chunk: int, *, dp: int) -> int:
         """The prefill chunk the engine's flag is given for a chunk of ``chunk`` tokens a DP group (the launch's,

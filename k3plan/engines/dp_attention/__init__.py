@@ -10,7 +10,14 @@ from pathlib import Path
 from k3plan.engines.engine import Engine
 from k3plan.engines.sglang import dsv4
 from k3plan.engines.sglang.dsv4_pool import OLDEST_READ
-from k3plan.engines.sglang.releases import BY_RELEASE, BY_RELEASE_MODELS, BY_RELEASE_RULES, NEWEST_RELEASE
+from k3plan.engines.sglang.fraction_eras import era_fraction
+from k3plan.engines.sglang.releases import (
+    BY_RELEASE,
+    BY_RELEASE_MODELS,
+    BY_RELEASE_RULES,
+    DEEPEP_RESERVE_FROM,
+    NEWEST_RELEASE,
+)
 
 ENGINE = Engine(
     name="dp-attention",
@@ -24,6 +31,9 @@ ENGINE = Engine(
     by_release_models=BY_RELEASE_MODELS,
     by_release_rules=BY_RELEASE_RULES,
     oldest_release_read=OLDEST_READ,
+    # the default mem_fraction_static of a release before 0.5.3, which derived it otherwise (engines/sglang/fraction_eras.py)
+    release_fraction=era_fraction,
+    reserve_terms_from={"deepep": DEEPEP_RESERVE_FROM},  # engines/sglang/releases.py
     # on a GPU SGLang's DP attention: a question that names no release is read as SGLang's newest read (0.5.23), so
     # fit with and without --serve read one release (app/fit.py _release); a TPU's names none (tpu-inference)
     newest_release_read=NEWEST_RELEASE,

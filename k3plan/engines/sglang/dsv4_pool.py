@@ -87,9 +87,11 @@ BY_RELEASE = (
     "read, priced as 0.5.13's; engines/sglang/dsv4_pool.py FORMS)"
 )
 BY_RELEASE_MODELS = ("deepseek-v4",)  # the pool forms are DeepSeek-V4's (V4.1's pool: sglang_dsv41_pool)
-# the oldest SGLang wheel k3plan read a memory rule in (0.5.12: Mxfp4MarlinMoEMethod's kept fp32 scales, the stack's
-# moe_runner_backend option); 0.4.x wheels were read for two flags' meaning only (engines/sglang/serve.py)
-OLDEST_READ = (0, 5, 12)
+# the oldest SGLang wheel k3plan read a memory rule in: 0.4.2.post4, the default mem_fraction_static and
+# chunked_prefill_size of ServerArgs.__post_init__ and ModelRunner.profile_max_num_token's pool, read in the 0.4.2.post4-
+# 0.5.11 wheels (engines/sglang/fraction_eras.py); the weights' layouts of releases before 0.5.12 were not read
+# (engines/sglang/releases.py NOT_PRICED)
+OLDEST_READ = (0, 4, 2)
 
 
 def form_for_release(release: tuple[int, int, int] | None) -> str:

@@ -1,5 +1,6 @@
 """The SGLang releases k3plan's pool rules follow (fit --engine-version; k3plan.engines.release), each rule with the
-first release whose code has it, read in the sglang wheels (PyPI) 0.5.15-0.5.23. A GPU question that names no release
+first release whose code has it, read in the sglang wheels (PyPI) 0.5.15-0.5.23; the default fraction and chunk of
+0.4.2-0.5.2 in engines/sglang/fraction_eras.py. A GPU question that names no release
 is read as NEWEST_RELEASE, 0.5.23 (fit with or without --serve, plan); one read as no release (None) is priced by the
 code each rule cites, 0.5.15's."""
 
@@ -54,6 +55,16 @@ GRAPH_CAP_SOURCE = (
     "reserve_for_graph_mb); the same in the 0.5.23 wheel, not in 0.5.21's"
 )
 
+# DeepEP's all-to-all buffers in the derived mem_fraction_static (2 GiB on top of the floor where the decode graphs
+# are captured and --moe-a2a-backend is deepep): from 0.5.14; 0.5.3-0.5.13 reserve nothing for them
+DEEPEP_RESERVE_FROM: Release = (0, 5, 14)
+DEEPEP_RESERVE_SOURCE = (
+    "sglang 0.5.14 and 0.5.15 wheels (PyPI), sglang/srt/server_args.py ServerArgs._handle_gpu_memory_settings ('DeepEP "
+    "all-to-all buffers captured in the decode graph are real extra allocations': reserved_mem += 2 * 1024 after the "
+    "10 GiB floor), 0.5.16-0.5.18 ServerArgs.reserve_for_deepep_a2a_mb, 0.5.19-0.5.23 arg_groups/memory_hook.py; none "
+    "in the 0.5.3-0.5.13 wheels' _handle_gpu_memory_settings"
+)
+
 # DeepSeek-V4's sliding-window pool must hold one request's admission floor: from 0.5.20 SGLang refuses at start a
 # ratio-mode pool of at most window + page tokens (swa_tokens = int(full x ratio) in whole pages)
 SWA_FLOOR_FROM: Release = (0, 5, 20)
@@ -106,15 +117,25 @@ BY_RELEASE_RULES: tuple[tuple[tuple[str, ...], str], ...] = (
     ),
     (
         (),
-        "the derived mem_fraction_static reserves for a default decode graph batch capped at --max-running-requests "
+        "the default mem_fraction_static and chunked_prefill_size before 0.5.3 are the release's own (a table by "
+        "parallel size to 0.4.7, a flat reserve by GPU class from 0.4.8: engines/sglang/fraction_eras.py); the derived "
+        "mem_fraction_static reserves DeepEP's buffers from 0.5.14 (DEEPEP_RESERVE_FROM) and for a default decode graph batch capped at --max-running-requests "
         "from 0.5.22 (GRAPH_CAP_FROM); k3plan's other SGLang rules are the code each cites, and what changed in "
-        "0.5.16-0.5.23 without being priced is listed in engines/sglang/releases.py (NOT_PRICED)",
+        "0.4.x-0.5.23 without being priced is listed in engines/sglang/releases.py (NOT_PRICED)",
     ),
 )
 
 
 # what changed in the releases read that k3plan does not price yet, each with the release it changed in
 NOT_PRICED = (
+    "0.4.x-0.5.11: the weights' layouts of those releases (as read in the 0.4.6.post2 wheel, models/deepseek_v2.py: "
+    "DeepSeek-V3's shared experts fused into the routed MoE as tp_size copies on SM90, n_share_experts_fusion, and the "
+    "embedding whole on every GPU under DP attention; in the 0.4.9.post2 wheel, layers/moe/ep_moe/layer.py "
+    "Fp8EPMoEMethod.process_weights_after_loading's ROCm copies of the FP8 experts): priced as the newest release holds them",
+    "0.5.3-0.5.11: the reserve derivation's GPU classes below 35 GiB (chunked_prefill_size 2048, cuda_graph_max_bs "
+    "16 / 24 at TP < 4 and 80; none of k3plan's GPUs) and the piecewise CUDA graph's reserve (0.5.6-0.5.9 under "
+    "--enable-piecewise-cuda-graph only; from 0.5.10 unless disabled, 1.5 GiB for an MLA model: sglang 0.5.10 wheel "
+    "server_args.py _handle_gpu_memory_settings, _handle_piecewise_cuda_graph), priced as the stack's derivation",
     "0.5.21: DeepSeek-V4's pool in the opt-in layouts and modes (--dsv4-attn-backend trtllm's uniform FP8 pages, "
     "SGLANG_DSV4_KV_LAYOUT v41, HiSparse, encoder SWA bounded replay; k3plan refuses the flags and variables "
     "unread)",

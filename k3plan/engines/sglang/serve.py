@@ -20,6 +20,7 @@ from k3plan.engines.serve_values import (
     refuse_unpriced,
 )
 from k3plan.engines.sglang.flags import SGLANG_A2A_DEFAULT
+from k3plan.engines.sglang.fraction_eras import RESERVE_FORM_FROM, era_chunk, era_fraction
 from k3plan.engines.sglang.kernels import BLACKWELL
 from k3plan.engines.sglang.releases import (
     GRAPH_CAP_FROM,
@@ -739,12 +740,49 @@ def check_env(env: dict[str, str], *, stack: str = "") -> None:
     """No SGLang variable is refused by value."""
 
 
+def era_fraction_caveat(r: Reading) -> None:
+    """A command read as a release before 0.5.3 that gives no --mem-fraction-static: the fraction that release
+    derives (engines/sglang/fraction_eras.py era_fraction, which the stack's reserve follows: Stack.release_fraction),
+    said with its source."""
+    if r.release is None or r.device_gib is None or "mem_fraction_static" in r.options:
+        return
+    tp_size = r.tp  # --tp-size as given: every GPU of a stage under DP attention (split below)
+    got = era_fraction(
+        r.release,
+        gpu_mib=r.device_gib * 1024,
+        tp_size=tp_size,
+        pp=r.pp,
+        dp_attention=r.dp_attention,
+        cuda=not r.device_name.startswith("amd-"),
+    )
+    if got is None:
+        return
+    r.caveats.append(
+        f"mem_fraction_static {got[0]:.4g}: SGLang {release_text(r.release)}'s default for a "
+        f"{r.device_gib * 1024:,.0f} MiB GPU at tp_size {tp_size} x pp {r.pp}"
+        + (" with DP attention" if r.dp_attention else "")
+        + f", before the reserve derivation of {release_text(RESERVE_FORM_FROM)} ({got[1]})"
+    )
+
+
 def finish(r: Reading) -> None:
     """The stack: sglang, or dp-attention with --enable-dp-attention; SGLang's default chunk by GPU memory."""
     if r.chunk is None and r.device_gib is not None:
         # the flag's default by GPU memory, set before the DP division below as ServerArgs.__post_init__ orders them
-        # (sglang 0.5.15 wheel server_args.py: _handle_gpu_memory_settings, then _handle_data_parallelism)
-        r.chunk, r.chunk_source = default_chunk(r.device_gib)
+        # (sglang 0.5.15 wheel server_args.py: _handle_gpu_memory_settings, then _handle_data_parallelism); a
+        # release before 0.5.3 by its own rule (engines/sglang/fraction_eras.py era_chunk)
+        era = None if r.release is None else era_chunk(r.release, gpu_mib=r.device_gib * 1024)
+        if era is not None and r.release is not None:
+            r.chunk, r.chunk_source = (
+                era[0],
+                (
+                    f"SGLang {release_text(r.release)}'s default chunked_prefill_size {era[0]} for a "
+                    f"{r.device_gib:.0f} GiB GPU ({era[1]})"
+                ),
+            )
+        else:
+            r.chunk, r.chunk_source = default_chunk(r.device_gib)
+    era_fraction_caveat(r)
     r.stack = ENGINE
     if r.dp_attention:  # SGLang's --tp-size counts every GPU of the server; attention TP = tp_size / dp_size
         r.stack, r.tp = DP_ATTENTION.name, dp_attention_tp(r.tp, r.dp)
