@@ -61,6 +61,13 @@ def test_what_sglang_refuses_of_dspark_s_flags_is_refused_in_one_line(cli, flags
     assert r.exit_code == 2 and match in r.output and len(r.output.strip().splitlines()) == 1, r.output
 
 
+def test_dspark_spelled_in_lower_case_is_refused_as_deepseek_v4_s_hook_refuses_it(cli):
+    """apply_deepseek_v4_defaults asserts the algorithm is EAGLE or DSPARK as written, before the speculative hook
+    upper-cases it (sglang 0.5.21 wheel, arg_groups/pipeline.py: handle_model_specific_adjustments runs first)."""
+    r = _fit(cli, f"{V41} --speculative-algorithm dspark")
+    assert r.exit_code == 2 and "Only EAGLE and DSPARK" in r.output and len(r.output.strip().splitlines()) == 1
+
+
 def test_a_lone_draft_token_count_must_match_the_checkpoint_s_block(cli):
     """Without the block flag the draft config's gamma (V4.1-Flash's dspark_block_size 5) is taken before
     --speculative-num-draft-tokens is checked against it: 7 is refused, 6 is V4.1-Flash's width."""

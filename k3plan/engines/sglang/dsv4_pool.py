@@ -178,7 +178,10 @@ V41_SPEC_SOURCE = (
     "num_draft_tokens) at topk 1), read in a stored copy, commit not pinned; DSpark's verify width is the checkpoint's "
     "dspark_block_size + 1 (arg_groups model overrides: q_len = speculative_num_draft_tokens or "
     "speculative_dspark_block_size + 1). With D = 6 (V4.1-Flash's block 5) the public DSpark start log's "
-    "'swa_tokens=13312' at 4 requests and 1,024-token chunks is reproduced exactly"
+    "'swa_tokens=13312' at 4 requests and 1,024-token chunks is reproduced exactly; the same rules in the sglang 0.5.21 "
+    "wheel (PyPI), model_executor/pool_configurator.py compute_swa_request_cap and mem_cache/allocation_sizing.py "
+    "get_alloc_len_per_decode, and DSpark's width there from arg_groups/speculative_hook.py _handle_dspark "
+    "(speculative_num_draft_tokens = gamma + 1), which reproduce InferenceX#3347's 439,040 SWA slots exactly"
 )
 # apply_deepseek_v4_defaults (python/sglang/srt/arg_groups/deepseek_v4_hook.py @006cbb66, and @a32a55cf in its older
 # form: "if server_args.max_running_requests is None: server_args.max_running_requests = 256"), which runs for

@@ -507,6 +507,14 @@ def _dspark_pricing(spec: SglangSpec, model, *, tp: int, ep: int, dp_attention: 
             f"speculative decoding requires setting --speculative-draft-model-path', {DSPARK_HOOK}): the checkpoint "
             "bundles no DSpark draft (no dspark_* config keys), and a separate draft checkpoint is not priced"
         )
+    if spec.written != "DSPARK":  # DeepSeek-V4's hook asserts on the flag as written, before it is upper-cased
+        raise K3PlanError(
+            f"--serve: --speculative-algorithm {spec.written} on {s.name}: SGLang refuses it at start (AssertionError: "
+            "'Only EAGLE and DSPARK speculative algorithms are supported for DeepseekV4ForCausalLM', "
+            f"{DSPARK_WHEEL} sglang/srt/arg_groups/deepseek_v4_hook.py apply_deepseek_v4_defaults, run from "
+            "model_hook.py handle_model_specific_adjustments before speculative_hook.py upper-cases the name: "
+            "arg_groups/pipeline.py run_resolution_pipeline); expected --speculative-algorithm DSPARK"
+        )
     if dp_attention:
         raise K3PlanError(
             f"--serve: --speculative-algorithm {spec.written} with DP attention: DSpark's rules there (the draft's "
