@@ -621,6 +621,11 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
                 # 0.5.23's flashmla_mega: an SM100 GPU, attention TP 1, FP8 KV (engines/sglang/dsv4_pool.py
                 # V41_FORM_SOURCE)
                 v41_layout=hw.name in BLACKWELL and setup.parallel.tp == 1 and served.kv_raw in ("auto", "fp8_e4m3"),
+                # DSpark's draft: one draft layer in the per-token figures, its verify width in the cap's terms
+                # (engines/sglang/spec.py DSPARK_WORKER; dsv4_pool.py V41_SPEC_SOURCE)
+                draft_layers=sg_draft.draft_layers if sg_draft is not None else 0,
+                draft_tokens=sg_draft.num_draft_tokens if sg_draft is not None else 0,
+                prefix_tails=served.swa_prefix_tails,  # --swa-prefix-tails (dsv4_pool.py PREFIX_TAILS_SOURCE)
             )
         )
 

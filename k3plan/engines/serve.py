@@ -716,6 +716,9 @@ class ServeQuestion:
     page_size: int | None = None  # SGLang's --page-size as given (None: its default, 1)
     # SGLang's --swa-full-tokens-ratio as given (None: its default; DeepSeek-V4: engines/sglang/dsv4_pool.py)
     swa_full_tokens_ratio: float | None = None
+    # SGLang's --swa-prefix-tails as given (None: its default, 4 x max_running_requests a worker with the radix cache;
+    # DeepSeek-V4.1's cap-mode headroom: engines/sglang/dsv4_pool.py PREFIX_TAILS_SOURCE)
+    swa_prefix_tails: int | None = None
     # SGLang's --max-mamba-cache-size and --mamba-full-memory-ratio as given (None: its defaults; the state pool's
     # sizing, engines/sglang/memory.py SGLANG_MAMBA)
     mamba_cache_size: int | None = None
@@ -1013,6 +1016,7 @@ def parse_serve(
         decode_graph_off=r.decode_graph_off,
         page_size=r.page_size,
         swa_full_tokens_ratio=r.swa_ratio,
+        swa_prefix_tails=r.swa_prefix_tails,
         mamba_cache_size=r.mamba_cache_size,
         mamba_full_memory_ratio=r.mamba_ratio,
         symm_mem_bytes=r.symm_mem_bytes,

@@ -145,6 +145,7 @@ class Reading:
     decode_graph_off: bool = False  # SGLang's decode CUDA graphs switched off (engines/sglang/serve.py decode_graph)
     page_size: int | None = None  # SGLang's --page-size: the pool's page
     swa_ratio: float | None = None  # SGLang's --swa-full-tokens-ratio (DeepSeek-V4's sub-pools)
+    swa_prefix_tails: int | None = None  # SGLang's --swa-prefix-tails (DeepSeek-V4.1's sliding-window pool in cap mode)
     mamba_cache_size: int | None = None  # SGLang's --max-mamba-cache-size: the state (mamba) pool's slots
     mamba_ratio: float | None = None  # SGLang's --mamba-full-memory-ratio: the state pool's share of the KV memory
     dcp: int = 1  # vLLM's --decode-context-parallel-size, SGLang's --dcp-size (each family's serve.py)

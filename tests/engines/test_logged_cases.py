@@ -32,6 +32,8 @@ EXPECT = {
     "kv_pool_tolerance_gib",  # absolute, where the source rounds coarser than 3%
     "visible_gib",  # the device memory the engine saw, printed to 0.01 GiB
     "max_concurrency",  # "Maximum concurrency for N tokens per request" (vLLM), 3%
+    "kv_pool_tokens",  # the pool's tokens (SGLang's max_total_num_tokens: DeepSeek-V4's full tokens), 3%
+    "kv_pool_tokens_tolerance",  # absolute, where the source rounds coarser than 3%
     "kv_needed_gib",  # "N GiB KV cache is needed" (vLLM's start check), to the log's 0.01 GiB
     "gap",  # why k3plan does not match yet (a strict xfail)
 }
@@ -78,6 +80,10 @@ def _mismatches(cli, case: dict) -> list[str]:
         got, want = eng["max_concurrency"], exp["max_concurrency"]
         if abs(got - want) > TOLERANCE * want:
             out.append(f"max concurrency: logged {want}x, k3plan {got}x")
+    if "kv_pool_tokens" in exp:
+        got, want = eng["kv_pool_tokens"], exp["kv_pool_tokens"]
+        if abs(got - want) > exp.get("kv_pool_tokens_tolerance", TOLERANCE * want):
+            out.append(f"KV pool tokens: logged {want:,}, k3plan {got:,}")
     if "kv_needed_gib" in exp and f"({exp['kv_needed_gib']:.2f} GiB KV cache is needed" not in eng["message"]:
         out.append(f"KV needed: logged {exp['kv_needed_gib']} GiB; k3plan: {eng['message']}")
     if "visible_gib" in exp and f"{exp['visible_gib']:.2f} GiB the engine sees" not in eng["message"]:

@@ -235,8 +235,9 @@ def test_deepseek_v4_1_s_v41_layouts_where_0_5_23_runs_flashmla_mega(cli):
 
 def test_speculative_algorithms_added_after_0_5_15_are_known_from_their_release():
     """SpeculativeAlgorithm gains DSPARK in 0.5.16, UNO in 0.5.20 and PP_SPEC_RELAY in 0.5.21 (speculative/
-    spec_info.py of those wheels): from_string takes them from then on (k3plan refuses them as not priced) and an
-    earlier release refuses the name as unknown."""
+    spec_info.py of those wheels): from_string takes them from then on and an earlier release refuses the name as
+    unknown. UNO is refused as not priced; DSPARK is read (engines/sglang/spec.py DSPARK_HOOK), and refused once the
+    checkpoint shows no bundled DSpark draft, as SGLang refuses it then (_handle_dspark)."""
     from k3plan.engines.release import parse_release
     from k3plan.engines.serve import parse_serve
     from k3plan.errors import K3PlanError
@@ -245,8 +246,21 @@ def test_speculative_algorithms_added_after_0_5_15_are_known_from_their_release(
     for algo, first, before in (("DSPARK", "0.5.16", "0.5.15"), ("UNO", "0.5.20", "0.5.19")):
         cmd = f"{R1} --speculative-algorithm {algo}"
         for release, says in ((first, "not priced"), (None, "not priced"), (before, "Unknown speculative algorithm")):
+            at = None if release is None else parse_release(release)
+            if algo == "DSPARK" and release != before:
+                assert parse_serve(cmd, release=at, **kw).speculative.algorithm == "DSPARK"
+                continue
             with pytest.raises(K3PlanError, match=says):
-                parse_serve(cmd, release=None if release is None else parse_release(release), **kw)
+                parse_serve(cmd, release=at, **kw)
+
+
+def test_dspark_on_a_checkpoint_without_dspark_stages_is_refused_as_sglang_refuses_it(cli):
+    """DSPARK on DeepSeek-R1 (no dspark_* config keys, no --speculative-draft-model-path): SGLang raises 'DSpark dense
+    speculative decoding requires setting --speculative-draft-model-path' (sglang 0.5.21 wheel, arg_groups/
+    speculative_hook.py _handle_dspark); k3plan refuses it in one line."""
+    r = cli("fit", "-H", "nvidia-h200", "--serve", f"{R1} --speculative-algorithm DSPARK", "--engine-version", "0.5.21")
+    assert r.exit_code == 2 and "requires setting --speculative-draft-model-path" in r.output
+    assert len(r.output.strip().splitlines()) == 1
 
 
 def test_attn_dp_size_is_dp_attention_s_new_spelling():

@@ -180,7 +180,10 @@ V41_SPEC_SOURCE = (
     "num_draft_tokens) at topk 1), read in a stored copy, commit not pinned; DSpark's verify width is the checkpoint's "
     "dspark_block_size + 1 (arg_groups model overrides: q_len = speculative_num_draft_tokens or "
     "speculative_dspark_block_size + 1). With D = 6 (V4.1-Flash's block 5) the public DSpark start log's "
-    "'swa_tokens=13312' at 4 requests and 1,024-token chunks is reproduced exactly"
+    "'swa_tokens=13312' at 4 requests and 1,024-token chunks is reproduced exactly; the same rules in the sglang 0.5.21 "
+    "wheel (PyPI), model_executor/pool_configurator.py compute_swa_request_cap and mem_cache/allocation_sizing.py "
+    "get_alloc_len_per_decode, and DSpark's width there from arg_groups/speculative_hook.py _handle_dspark "
+    "(speculative_num_draft_tokens = gamma + 1), which reproduce InferenceX#3347's 439,040 SWA slots exactly"
 )
 # apply_deepseek_v4_defaults (python/sglang/srt/arg_groups/deepseek_v4_hook.py @006cbb66, and @a32a55cf in its older
 # form: "if server_args.max_running_requests is None: server_args.max_running_requests = 256"), which runs for
@@ -195,6 +198,16 @@ DSV4_RUNNING_SOURCE = (
 EVICTION_INTERVAL = 128  # SGLANG_SWA_EVICTION_INTERVAL's default (environ.py)
 PREFIX_TAILS_PER_REQUEST = 4  # _resolve_swa_prefix_tails: 4 x max_running_requests with the radix cache on
 CHUNKS_IN_FLIGHT = 2  # compute_swa_request_cap: 2 chunked prefills in flight under the overlap scheduler (default)
+# --swa-prefix-tails N (0.5.21 on): the cap mode's headroom is N x (window + page) tokens for the worker, in place of
+# 4 x max_running_requests a worker with the radix cache on (0 with it off); the flag is read only there
+PREFIX_TAILS_SOURCE = (
+    "sglang 0.5.21 wheel (PyPI), sglang/srt/model_executor/pool_configurator.py DSV4PoolConfigurator."
+    "_resolve_swa_prefix_tails ('prefix_tails = get_schedule().swa_prefix_tails; if prefix_tails is not None: return "
+    "prefix_tails'; else 0 with --disable-radix-cache, else 4 x requested_max_running_requests_per_worker) and "
+    "_resolve_swa_cap_tokens (headroom = swa_prefix_tails x (sliding_window_size + page_size); ceil_align(cap + "
+    "headroom, page)); arg_groups/kv_cache_hook.py ('--swa-prefix-tails should be a non-negative integer'); no other "
+    "reader of swa_prefix_tails in the wheel; the same in the 0.5.22 and 0.5.23 wheels"
+)
 
 
 # DeepSeek-V4.1's pool by release (fit --engine-version): "main" is the main-branch read V41_SOURCE cites (a release
@@ -243,6 +256,7 @@ def sglang_dsv41_pool(
     draft_tokens: int = 0,
     form: str = "main",
     v41_layout: bool = False,
+    prefix_tails: int | None = None,
 ) -> SglangDsv4Pool:
     """SGLang's pool for DeepSeek-V4.1 (V41_SOURCE): bytes a full token and, in cap mode (``swa_ratio`` None: the
     operator gave no --swa-full-tokens-ratio), the sliding-window pool taken first, at ``chunk`` tokens a prefill
@@ -250,7 +264,8 @@ def sglang_dsv41_pool(
     draft layer) scales the per-token figures by (layers + 1) / layers; ``draft_tokens``: the tokens it verifies a
     step (SGLang's speculative_num_draft_tokens; 0: no speculative decoding), which set a request's cap terms
     (V41_SPEC_SOURCE). ``form``: the release's (``v41_form_for_release``); ``v41_layout``: 0.5.23's V4.1 layouts
-    (flashmla_mega: V41_FORM_SOURCE)."""
+    (flashmla_mega: V41_FORM_SOURCE); ``prefix_tails``: --swa-prefix-tails, the cap mode's prefix tails for the whole
+    worker in place of 4 a running request (PREFIX_TAILS_SOURCE; None: the default)."""
     assert d.csa2 is not None
     page = page or PAGE
     layers = len(d.compress_ratios)
@@ -292,7 +307,11 @@ def sglang_dsv41_pool(
         per_request = window + EVICTION_INTERVAL * max(draft_tokens, 1) + page + decode
         tails = PREFIX_TAILS_PER_REQUEST * (window + page) if radix_cache else 0
         cap = per_request * max_running_requests + CHUNKS_IN_FLIGHT * chunk + page
-        tokens = -(-(cap + tails * max_running_requests) // page) * page
+        # the headroom: the flag's prefix tails for the worker, or 4 a request with the radix cache on
+        headroom = tails * max_running_requests if prefix_tails is None else prefix_tails * (window + page)
+        if prefix_tails is not None:  # a request's share of the worker's tails, for the budget's charge
+            tails = prefix_tails * (window + page) // max(max_running_requests, 1)
+        tokens = -(-(cap + headroom) // page) * page
         bpft, bpst = low * infl, per_swa * infl
         fixed = int(tokens * bpst) + c2
         terms = (
@@ -305,9 +324,16 @@ def sglang_dsv41_pool(
             f"{bpft:,.2f} B a full token (the KV sources' {f'{kv} B' if form == 'main' else 'paged'} latents and "
             f"{index} B fp4 index keys over their "
             f"ratios), the sliding-window pool apart in cap mode: {tokens:,} tokens (({terms}"
-            f"{f' + radix tails 4 x {window + page}' if tails else ''}) x {max_running_requests} requests + 2 x "
-            f"{chunk:,} + {page}) x {bpst:,.0f} B = {fixed - c2:,} B"
+            + (f" + radix tails 4 x {window + page}" if tails and prefix_tails is None else "")
+            + f") x {max_running_requests} requests + 2 x {chunk:,} + {page}"
+            + (
+                f" + --swa-prefix-tails {prefix_tails:,} x (window + page) {window + page}"
+                if prefix_tails is not None
+                else ""
+            )
+            + f") x {bpst:,.0f} B = {fixed - c2:,} B"
             + (f" ({V41_SPEC_SOURCE})" if draft_tokens else "")
+            + (f" ({PREFIX_TAILS_SOURCE})" if prefix_tails is not None else "")
             + c2_said
         )
         return SglangDsv4Pool(

@@ -11,6 +11,7 @@ from k3plan.engines.serve_values import (
     Reading,
     ServeCommand,
     config_file_args,
+    env_on,
     flag_int,
     fp4_storage,
     fraction,
@@ -156,7 +157,40 @@ def long_context_refusal(context: int, model_max: int) -> str:
     )
 
 
-KNOWN_ENV = frozenset({LONG_CONTEXT_ENV, SYMM_PREALLOC_ENV})
+# DeepSeek-V4.1's Engram tables in host memory (sglang 0.5.21 wheel (PyPI), sglang/srt/layers/engram.py
+# EngramEmbedding.__init__: under SGLANG_ENABLE_DSV41_ENGRAM_HOST_TABLE (environ.py EnvBool(False)) the fp8 rows and
+# e8m0 scales are views of a _HostTable -- a mmap'd host buffer pinned with cudaHostRegister, one shared copy or one
+# shard a rank by SGLANG_DSV41_ENGRAM_HOST_TABLE_LAYOUT ("shared" | "per_rank", else a ValueError) -- in place of the
+# device Parameters; the Engram module's wkv / q_weight / k_weight stay on the device; the same in the 0.5.22 and
+# 0.5.23 wheels): k3plan's --engram host
+ENGRAM_HOST_ENV = "SGLANG_ENABLE_DSV41_ENGRAM_HOST_TABLE"
+ENGRAM_LAYOUT_ENV = "SGLANG_DSV41_ENGRAM_HOST_TABLE_LAYOUT"
+ENGRAM_HOST_SOURCE = (
+    "sglang 0.5.21 wheel (PyPI), sglang/srt/layers/engram.py EngramEmbedding.__init__ / _init_host_table and "
+    f"_HostTable ({ENGRAM_HOST_ENV}: the tables' rows in pinned host memory, the projections on the device)"
+)
+
+
+def engram_host_env(r: Reading) -> None:
+    """``SGLANG_ENABLE_DSV41_ENGRAM_HOST_TABLE=1`` (and its layout variable) read as --engram host
+    (ENGRAM_HOST_SOURCE); an unknown layout is refused as SGLang refuses it."""
+    layout = r.env.get(ENGRAM_LAYOUT_ENV)
+    if layout is not None:
+        r.env_read.add(ENGRAM_LAYOUT_ENV)
+        if layout not in ("shared", "per_rank"):
+            raise K3PlanError(
+                f"--serve: {ENGRAM_LAYOUT_ENV}={layout}: SGLang refuses it at start ('Invalid "
+                f"{ENGRAM_LAYOUT_ENV}={layout!r}; expected ...', {ENGRAM_HOST_SOURCE}); expected shared or per_rank"
+            )
+    on = r.env.get(ENGRAM_HOST_ENV)
+    if on is None:
+        return
+    r.env_read.add(ENGRAM_HOST_ENV)
+    if env_on(on) and r.engram is None:
+        r.engram = "host"
+
+
+KNOWN_ENV = frozenset({LONG_CONTEXT_ENV, SYMM_PREALLOC_ENV, ENGRAM_HOST_ENV, ENGRAM_LAYOUT_ENV})
 
 
 def tokens(model: str | None, rest: list[str], *, release: Release | None = None) -> tuple[str | None, list[str]]:
@@ -493,6 +527,7 @@ def read(r: Reading) -> None:
     raw_engram = get("--engram-config", None)
     r.engram = engram_config(raw_engram) if raw_engram is not None else None
     r.engram_flag = raw_engram is not None
+    engram_host_env(r)
     r.quantization()
     override = get("--num-gpu-blocks-override", None)
     if override is not None:
@@ -520,6 +555,9 @@ def read(r: Reading) -> None:
     swa = get("--swa-full-tokens-ratio", None)  # DeepSeek-V4's sub-pools (engines/sglang/dsv4_pool.py)
     if swa is not None:
         r.swa_ratio = float(fraction("--swa-full-tokens-ratio", swa))
+    tails = get("--swa-prefix-tails", None)  # DeepSeek-V4.1's cap-mode headroom (engines/sglang/dsv4_pool.py)
+    if tails is not None:  # 'should be a non-negative integer' (PREFIX_TAILS_SOURCE: kv_cache_hook.py)
+        r.swa_prefix_tails = flag_int("--swa-prefix-tails", tails, lo=0)
     ratio = get("--mamba-full-memory-ratio", None)  # the state pool's share (engines/sglang/memory.py SGLANG_MAMBA)
     if ratio is not None:
         r.mamba_ratio = positive_float("--mamba-full-memory-ratio", ratio)

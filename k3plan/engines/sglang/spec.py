@@ -47,11 +47,20 @@ Re-read in the 0.5.16-0.5.23 wheels: the EAGLE family's defaults (48 running req
 scaling for a non-DSA model and DeepSeek-V4's (T + 1) / T and 16 / 256-row rings are the same; SpeculativeAlgorithm
 gains DSPARK, UNO and PP_SPEC_RELAY (``KNOWN_FROM``), and DeepSeek-V4's hook allows DSPARK beside EAGLE from 0.5.19.
 
-What k3plan prices: EAGLE (NEXTN, EAGLE) with the target checkpoint's own MTP layers, as above. Refused, each by
-name: a separate draft checkpoint (EAGLE with another --speculative-draft-model-path, EAGLE3, STANDALONE, DFLASH,
-FROZEN_KV_MTP: k3plan has no inventory for it), NGRAM (its worker was not read), a model without MTP layers or one
-whose MTP tensors are not a NextN layer SGLang builds (DeepSeek-V4.1's DSpark stages: not in 0.5.15), pipeline
-parallelism, and what the engine itself refuses at start.
+DSPARK (read in the sglang 0.5.21 wheel, the first release that serves DeepSeek-V4.1; the same in 0.5.22 and 0.5.23):
+_handle_dspark forces one step and topk 1, takes gamma from --speculative-dspark-block-size or the checkpoint's
+dspark_block_size and verifies gamma + 1 draft tokens a step (DSPARK_HOOK); the draft is the checkpoint's bundled
+DSpark stages, built as DeepseekV4ForCausalLMDSpark and held as DSPARK_MODEL says (experts in the target runner's
+form over EP, wo_a in bf16, the Markov and confidence heads whole, the target's embedding and LM head shared), loaded
+before the target's pool is sized; the pool counts one draft layer whatever the stage count (DSPARK_WORKER), and the
+request cap its verify width (engines/sglang/dsv4_pool.py V41_SPEC_SOURCE).
+
+What k3plan prices: EAGLE (NEXTN, EAGLE) with the target checkpoint's own MTP layers, as above, and DSPARK with the
+checkpoint's bundled DSpark stages. Refused, each by name: a separate draft checkpoint (EAGLE or DSPARK with another
+--speculative-draft-model-path, EAGLE3, STANDALONE, DFLASH, FROZEN_KV_MTP: k3plan has no inventory for it), NGRAM
+(its worker was not read), a model without MTP layers or one whose MTP tensors are not a NextN layer SGLang builds
+(DeepSeek-V4.1's DSpark stages under EAGLE), DSPARK on a checkpoint without DSpark stages (SGLang refuses it) or under
+DP attention (its rules there not read), pipeline parallelism, and what the engine itself refuses at start.
 """
 
 from __future__ import annotations
@@ -103,7 +112,6 @@ UNPRICED = {
     "DFLASH": "a DFlash draft checkpoint (--speculative-draft-model-path) k3plan has no inventory for",
     "FROZEN_KV_MTP": "a Gemma-4 assistant draft checkpoint k3plan has no inventory for",
     "NGRAM": "the n-gram worker's device buffers (speculative/ngram_worker.py), which were not read",
-    "DSPARK": "DSpark's draft stages (DeepSeek-V4.1's dspark tensors) with their KV and workers, not read for SGLang",
     "UNO": "the UNO speculative worker and its state pool (speculative/uno*), not read",
     "PP_SPEC_RELAY": "the pipeline-parallel speculative relay, not read",
 }
@@ -131,6 +139,15 @@ FLAGS = (
     "--speculative-draft-model-path",
     "--speculative-draft-model",
     "--speculative-attention-mode",
+    "--speculative-dspark-block-size",
+)
+# DSpark's scheduling and acceptance inputs (ServerArgs speculative_dspark_*): which drafted tokens are verified and
+# kept, read from files or switched on the host, nothing held on the device when the pool is sized (DSPARK_HOOK
+# _handle_dspark reads them only to warn when they are no-ops)
+DSPARK_HARMLESS = (
+    "--speculative-dspark-sps-table-path",
+    "--speculative-dspark-confidence-sts-path",
+    "--speculative-dspark-align-verify-tokens-to-graph-tier",
 )
 
 
@@ -146,6 +163,10 @@ class SglangSpec(Frozen):
     given: str  # the flags as written, for the source line
     topk_given: bool  # --speculative-eagle-topk was on the command (DeepSeek-V4's assert reads it as written)
     source: str  # where the steps, topk and draft tokens came from
+    # DSPARK: --speculative-dspark-block-size (gamma) as given, and --speculative-num-draft-tokens as given; the
+    # checkpoint's block decides where neither is (draft_pricing, DSPARK_HOOK)
+    dspark_block_size: int | None = None
+    draft_tokens_given: int | None = None
 
 
 class SglangDraft(Frozen):
@@ -173,6 +194,10 @@ def read_speculative(
     off the command (serve_values.Reading.get); ``release``: the one the command is read as, for the algorithms it
     knows (``KNOWN_FROM``; None: every release read)."""
     raw = {f: get(f, None) for f in FLAGS}
+    block = raw.pop("--speculative-dspark-block-size")
+    for flag in DSPARK_HARMLESS:
+        if get(flag, None) is not None:
+            ignored.append(flag)
     mode = raw.pop("--speculative-attention-mode")
     if mode is not None:  # the verify / draft-extend attention kernel (ServerArgs.speculative_attention_mode)
         if mode not in ("prefill", "decode"):
@@ -182,7 +207,9 @@ def read_speculative(
     path = raw["--speculative-draft-model-path"] or raw["--speculative-draft-model"]
     steps, topk, draft = (raw[f"--speculative-{k}"] for k in ("num-steps", "eagle-topk", "num-draft-tokens"))
     if algo is None:
-        named = next((f for f, v in raw.items() if v is not None), None)
+        named = next((f for f, v in raw.items() if v is not None), None) or (
+            "--speculative-dspark-block-size" if block is not None else None
+        )
         if named is not None:
             raise K3PlanError(
                 f"--serve: {named} without --speculative-algorithm: SGLang runs no speculative decoding then; give the "
@@ -197,6 +224,13 @@ def read_speculative(
             f"--serve: --speculative-algorithm {algo}: SGLang refuses it at start (speculative/spec_info.py "
             f"SpeculativeAlgorithm.from_string: 'Unknown speculative algorithm name'); expected NEXTN or EAGLE "
             f"({WHEEL})"
+        )
+    if name == "DSPARK":
+        return _read_dspark(raw, written, block, path, model_text)
+    if block is not None:
+        raise K3PlanError(
+            f"--serve: --speculative-dspark-block-size with --speculative-algorithm {algo}: DSpark's block, read only "
+            "under --speculative-algorithm DSPARK; drop it"
         )
     if name != "EAGLE":
         raise K3PlanError(
@@ -256,6 +290,60 @@ def read_speculative(
     )
 
 
+DSPARK_WHEEL = "sglang 0.5.21 wheel (PyPI)"
+DSPARK_HOOK = (
+    f"{DSPARK_WHEEL} sglang/srt/arg_groups/speculative_hook.py _handle_dspark (speculative_num_steps and "
+    "speculative_eagle_topk forced to 1; gamma = --speculative-dspark-block-size, else the draft config's "
+    "(speculative/dspark_components/dspark_config.py parse_dspark_draft_config: the checkpoint's dspark_block_size), "
+    "else DEFAULT_DSPARK_GAMMA 7; speculative_num_draft_tokens = gamma + 1, a different one a ValueError; the draft "
+    "path defaults to --model-path where the checkpoint bundles the draft (checkpoint_bundles_dspark_draft: the "
+    "dspark_* config keys); max_running_requests 48 where unset, after DeepSeek-V4's 256); the same in the 0.5.22 and "
+    "0.5.23 wheels"
+)
+
+
+def _read_dspark(raw: dict, written: str, block: str | None, path: str | None, model_text: str) -> SglangSpec:
+    """DSPARK's flags as _handle_dspark resolves them (DSPARK_HOOK); the checkpoint's block is read in
+    ``draft_pricing``."""
+    gamma = None if block is None else _int("--speculative-dspark-block-size", block)
+    draft = raw["--speculative-num-draft-tokens"]
+    n_draft = None if draft is None else _int("--speculative-num-draft-tokens", draft)
+    if gamma is not None and n_draft is not None and n_draft != gamma + 1:
+        raise K3PlanError(
+            f"--serve: --speculative-num-draft-tokens {n_draft} with --speculative-dspark-block-size {gamma}: SGLang "
+            f"refuses it at start ('DSpark speculative_num_draft_tokens must equal gamma + 1 (= {gamma + 1} for "
+            f"gamma={gamma})', {DSPARK_HOOK}); give gamma + 1 or drop one"
+        )
+    if n_draft is not None and n_draft < 2:
+        raise K3PlanError(
+            f"--serve: --speculative-num-draft-tokens {n_draft}: SGLang refuses it at start ('DSpark "
+            f"speculative_num_draft_tokens must be >= 2 (= gamma + 1)', {DSPARK_HOOK})"
+        )
+    if path is not None and path.strip().rstrip("/").lower() != model_text.strip().rstrip("/").lower():
+        raise K3PlanError(
+            f"--serve: --speculative-draft-model-path {path}: a separate DSpark draft checkpoint is not priced (k3plan "
+            "has no inventory for it); leave it out and SGLang drafts with the target checkpoint's bundled DSpark "
+            f"stages ({DSPARK_HOOK})"
+        )
+    given = " ".join(f"{f} {v}" for f, v in raw.items() if v is not None) + (
+        f" --speculative-dspark-block-size {block}" if block is not None else ""
+    )
+    tokens = gamma + 1 if gamma is not None else (n_draft or 0)
+    return SglangSpec(
+        algorithm="DSPARK",
+        written=written,
+        num_steps=1,
+        eagle_topk=1,
+        num_draft_tokens=tokens,
+        draft_model=path,
+        given=given,
+        topk_given=raw["--speculative-eagle-topk"] is not None,
+        source=f"{given}: DSPARK, steps 1 and topk 1 whatever the flags say ({DSPARK_HOOK})",
+        dspark_block_size=gamma,
+        draft_tokens_given=n_draft,
+    )
+
+
 # what a NextN draft layer holds whole on every rank (DeepseekModelNextN: eh_proj nn.Linear, enorm / hnorm /
 # shared_head.norm RMSNorm; DeepseekV4ModelNextN: e_proj / h_proj ReplicatedLinear, hc_head_* parameters; the
 # decoder layer's norms, hyper-connection parameters and router gate as the target's): whole name segments, so that
@@ -302,10 +390,12 @@ def draft_pricing(
             f"check_server_args, {WHEEL})"
         )
     mtp = model.inventory.of_kind("mtp")
+    if spec.algorithm == "DSPARK":
+        return _dspark_pricing(spec, model, tp=tp, ep=ep, dp_attention=dp_attention, nbytes=nbytes)
     if arch is None and s.dsv4 is not None and s.dsv4.dspark is not None:
         raise K3PlanError(
-            f"--serve: --speculative-algorithm {spec.written} on {s.name}: its MTP tensors are DSpark stages, which "
-            f"SGLang 0.5.15 has no draft model for (read: {WHEEL} speculative/); not priced"
+            f"--serve: --speculative-algorithm {spec.written} on {s.name}: its MTP tensors are DSpark stages, not "
+            "a NextN layer SGLang's EAGLE worker builds; k3plan prices them under --speculative-algorithm DSPARK"
         )
     if arch is None or not mtp or not s.mtp_layers:
         why = (
@@ -371,3 +461,114 @@ def draft_cell_bytes(cell: int, *, target_layers: int, draft_layers: int) -> int
     if draft_layers <= 0 or target_layers <= 0:
         return cell
     return int(cell * (1 + int(draft_layers) / int(target_layers)))
+
+
+# DeepSeek-V4.1's DSpark draft as SGLang builds and holds it on a CUDA GPU (DSPARK_MODEL): the checkpoint's mtp.{i}.*
+# stages, one DSparkV4Stage a dspark_target_layer_ids entry, each the target's DeepseekV4DecoderLayer (is_nextn) over
+# a config with dspark_n_routed_experts / dspark_num_experts_per_tok, its attention DSparkAttention (compress ratio 0:
+# the window alone); the target's embedding and LM head attached, not loaded (uses_own_vocab_modules only on NPU)
+DSPARK_MODEL = (
+    f"{DSPARK_WHEEL} sglang/srt/models/deepseek_v4_dspark.py: DeepseekV4ForCausalLMDSpark.__init__ (num_stages = "
+    "len(dspark_target_layer_ids); embed_tokens / lm_head None on CUDA, attach_shared_modules hands it the target's), "
+    "DSparkV4Stage (DeepseekV4DecoderLayer over _dspark_stage_config: n_routed_experts = dspark_n_routed_experts; "
+    "stage 0's main_proj ReplicatedLinear(hidden x stages, hidden, quant_config) and main_norm; the last stage's norm, "
+    "no hc_head under hc_pre_from_prev_sublayer), DSparkAttention (MqaAttentionBase: wq_a / wkv ReplicatedLinear, "
+    "wq_b ColumnParallelLinear and wo_b RowParallelLinear over the attention TP group, wo_a ColumnParallelLinear with "
+    "wo_a_fp8=False and wo_a_keeps_quant_config=False: bf16), DSparkV4MarkovHead (markov_w1 VocabParallelEmbedding "
+    "enable_tp=False, markov_w2 nn.Linear(rank, vocab) in bf16 under SGLANG_DSPARK_OPT_MARKOV_W2_BF16's default True "
+    "(environ.py), whole: its TP shard is a view), build_dspark_v4_confidence_head (nn.Linear in f32), load_weights "
+    "(_remap_dspark_weight_name: embed / head / gate.bias_vl skipped); the same in the 0.5.22 and 0.5.23 wheels"
+)
+DSPARK_WORKER = (
+    f"{DSPARK_WHEEL} sglang/srt/speculative/dspark_components/dspark_worker_v2.py DSparkWorkerV2.__init__ (the "
+    "draft's TpModelWorker built before the pools) and managers/scheduler.py Scheduler.init_target_memory_pool "
+    "(preloaded_weights_bytes += draft_worker.preloaded_weights_bytes before the target's pool is sized); "
+    "model_executor/pool_configurator.py DSV4PoolConfigurator.__init__ ('draft_layers = 1': bytes_per_full_token and "
+    "bytes_per_swa_token x (T + 1) / T for any speculative algorithm); mem_cache/kv_cache_configurator.py "
+    "(the draft worker's DeepSeekV4TokenToKVPool: compression_ratios [COMPRESS_RATIO_NEXTN_LAYER = 0] x its layers, "
+    "the target's swa tokens) -- allocated after the target's pool is sized, so its window layers past the one the "
+    "configurator counts come out of the 1 - mem_fraction_static share, not priced; nor are the worker's per-batch "
+    "buffers (DsparkVerifyEpilogue, DSparkVerifyPlanner: max_bs-sized) and the NVLink vocab gather's symmetric buffer "
+    "(distributed/device_communicators/vocab_gather.py NVLinkVocabGather: world x max_running_requests x the LM head's "
+    "vocabulary shard, f32, where the TP group has a multicast plane)"
+)
+
+
+def _dspark_pricing(spec: SglangSpec, model, *, tp: int, ep: int, dp_attention: bool, nbytes) -> SglangDraft:
+    """DeepSeek-V4.1's DSpark draft a device as SGLang holds it (DSPARK_MODEL), its KV in the pool as the configurator
+    counts it (DSPARK_WORKER), the verify width from the flags or the checkpoint's block (DSPARK_HOOK)."""
+    from k3plan.models.formats import get_format
+
+    s = model.spec
+    dspark = None if s.dsv4 is None else s.dsv4.dspark
+    if dspark is None:
+        raise K3PlanError(
+            f"--serve: --speculative-algorithm {spec.written} on {s.name}: SGLang refuses it at start ('DSpark dense "
+            f"speculative decoding requires setting --speculative-draft-model-path', {DSPARK_HOOK}): the checkpoint "
+            "bundles no DSpark draft (no dspark_* config keys), and a separate draft checkpoint is not priced"
+        )
+    if spec.written != "DSPARK":  # DeepSeek-V4's hook asserts on the flag as written, before it is upper-cased
+        raise K3PlanError(
+            f"--serve: --speculative-algorithm {spec.written} on {s.name}: SGLang refuses it at start (AssertionError: "
+            "'Only EAGLE and DSPARK speculative algorithms are supported for DeepseekV4ForCausalLM', "
+            f"{DSPARK_WHEEL} sglang/srt/arg_groups/deepseek_v4_hook.py apply_deepseek_v4_defaults, run from "
+            "model_hook.py handle_model_specific_adjustments before speculative_hook.py upper-cases the name: "
+            "arg_groups/pipeline.py run_resolution_pipeline); expected --speculative-algorithm DSPARK"
+        )
+    if dp_attention:
+        raise K3PlanError(
+            f"--serve: --speculative-algorithm {spec.written} with DP attention: DSpark's rules there (the draft's "
+            "attention-TP 1, --enable-dp-lm-head, its MoE all-to-all) were not read for SGLang; not priced"
+        )
+    # the flag's gamma, else the draft config's (the checkpoint's dspark_block_size: V4.1's always carries one, so
+    # neither DEFAULT_DSPARK_GAMMA nor a lone --speculative-num-draft-tokens sets it)
+    if spec.dspark_block_size is not None:
+        gamma, said = spec.dspark_block_size, "--speculative-dspark-block-size"
+    else:
+        gamma, said = dspark.block_size, f"the checkpoint's dspark_block_size ({s.name})"
+    if spec.draft_tokens_given is not None and spec.draft_tokens_given != gamma + 1:
+        raise K3PlanError(
+            f"--serve: --speculative-num-draft-tokens {spec.draft_tokens_given} on {s.name}: SGLang refuses it at "
+            f"start ('DSpark speculative_num_draft_tokens must equal gamma + 1 (= {gamma + 1} for gamma={gamma})', "
+            f"gamma {said}: {DSPARK_HOOK})"
+        )
+    bf16 = get_format("bf16")
+    f32 = get_format("f32")
+    whole = split_tp = split_ep = shared = 0
+    skipped = 0
+    for t in model.inventory.of_kind("mtp"):
+        name = t.name
+        if name.endswith("gate.bias_vl"):  # not loaded (_remap_dspark_weight_name)
+            skipped += t.nbytes
+        elif ".experts." in name and "shared_experts" not in name:
+            split_ep += nbytes(t, "expert")
+        elif "shared_experts" in name:  # the target's shared-expert rule: over TP
+            shared += nbytes(t, "shared_expert")
+        elif name.endswith(("attn.wq_b", "attn.wo_b")):
+            split_tp += nbytes(t, "attn")
+        elif name.endswith("attn.wo_a"):  # bf16, over TP (wo_a_fp8=False, no quant_config)
+            split_tp += bf16.nbytes(t.shape)
+        elif name.endswith(("attn.wq_a", "attn.wkv", "main_proj")):  # ReplicatedLinear under the quant_config
+            whole += nbytes(t, "attn")
+        elif "confidence_head" in name:  # nn.Linear in f32
+            whole += f32.nbytes(t.shape)
+        else:  # norms, attn_sink, hyper-connection parameters, the router, the Markov head's two tables: whole
+            whole += t.nbytes
+    per_device = whole + -(-(split_tp + shared) // tp) + -(-split_ep // ep)
+    stages = len(dspark.target_layer_ids)
+    source = (
+        f"{spec.source}; gamma {gamma} ({said}), so {gamma + 1} draft tokens verified a step; the draft: {s.name}'s "
+        f"{stages} DSpark stages from its checkpoint index, held as SGLang builds them ({DSPARK_MODEL}): their "
+        f"{dspark.n_routed_experts} experts a stage {split_ep / GiB:.2f} GiB over {ep} rank(s) in the target runner's "
+        f"form ({DRAFT_RUNNER}), attention (wo_a in bf16) and shared experts {(split_tp + shared) / GiB:.2f} GiB over "
+        f"TP {tp}, main_proj, wq_a / wkv, norms, router, hyper-connection and the Markov and confidence heads "
+        f"{whole / GiB:.3f} GiB whole, the target's embedding and LM head shared; resident when the target's pool is "
+        f"sized, its KV one draft layer in the pool's per-token figures ({DSPARK_WORKER})"
+    )
+    return SglangDraft(
+        bytes_per_device=per_device,
+        source=source,
+        draft_layers=1,
+        num_draft_tokens=gamma + 1,
+        algorithm="DSPARK",
+    )
