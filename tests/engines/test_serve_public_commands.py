@@ -106,7 +106,10 @@ def test_a_release_caveat_names_only_what_concerns_the_model():
     # only the rules that concern DeepSeek-R1: the derived fraction's graph cap, SGLang's for every model
     assert "DeepSeek-V4's pool form" not in text and "state (mamba) pool" not in text
     assert "default decode graph batch capped at --max-running-requests from 0.5.22" in text
-    assert "read no sglang release before 0.5.12" in text
+    # 0.4.8 is read (engines/sglang/fraction_eras.py): its own default fraction, no "read no" caveat; 0.4.1 is not
+    assert "SGLang 0.4.8's default" in text and "read no sglang release" not in text
+    *_, older = _from_serve(SG_R1, {"hardware": "nvidia-h200"}, 8192, None, engine_version="0.4.1")
+    assert "read no sglang release before 0.4.2" in " ".join(older.caveats)
     *_, v4 = _from_serve(
         "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V4-Flash --tp 4",
         {"hardware": "nvidia-h200"},
