@@ -155,11 +155,12 @@ def test_before_0_10_1_a_budget_under_the_default_batch_is_refused_as_vllm_refus
     assert old.exit_code == 2 and len(old.output.strip().splitlines()) == 1
     assert "max_num_batched_tokens (512) must be greater than or equal to max_num_seqs (1024)" in old.output
     assert fit("0.10.1").exit_code == 0
-    # explicit and too many: refused in every release read for the check (0.8.5-0.10.2)
-    explicit = cli(
-        "fit", "-H", "nvidia-h200", "-t", "8", "--serve", serve + " --max-num-seqs 600", "--engine-version", "0.10.2"
-    )
-    assert explicit.exit_code == 2 and "max_num_seqs (600)" in explicit.output
+    # explicit and too many: refused in every release read for the check (0.8.4-0.10.2, and 0.26.0-0.34.0's
+    # vllm/config/scheduler.py still raises it), the default release's included
+    for release in ("0.10.2", "0.26.0", "0.34.0", None):
+        at = ("--engine-version", release) if release else ()
+        explicit = cli("fit", "-H", "nvidia-h200", "-t", "8", "--serve", serve + " --max-num-seqs 600", *at)
+        assert explicit.exit_code == 2 and "max_num_seqs (600)" in explicit.output
 
 
 def test_0_8_4_sizes_the_defaults_by_the_device_s_name_and_reports_tokens_over_the_length(cli):

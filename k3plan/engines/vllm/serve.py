@@ -69,7 +69,7 @@ SEQS_CLAMP_SOURCE = (
 BATCH_CHECK_READ = ((0, 8, 4), (0, 11, 0))
 BATCH_CHECK_SOURCE = (
     "vllm 0.8.4 / 0.8.5 / 0.9.2 / 0.10.0 wheels (PyPI) vllm/config.py SchedulerConfig._verify_args, 0.10.1 / 0.10.2 "
-    "vllm/config/scheduler.py SchedulerConfig._verify_args"
+    "and 0.26.0 / 0.28.0 / 0.29.0 / 0.31.0 / 0.33.0 / 0.34.0 vllm/config/scheduler.py SchedulerConfig._verify_args"
 )
 # VLLM_USE_V1=0 (default 1: vllm/envs.py) runs the V0 engine in the 0.8.5, 0.9.2 and 0.10.2 wheels (PyPI); its worker
 # sizes the pool by the same memory_profiling (vllm/worker/worker.py Worker.determine_num_available_blocks:
@@ -621,7 +621,10 @@ def read(r: Reading) -> None:
         )
     else:
         r.batch = flag_int("--max-num-seqs", seqs)
-    if old_read and r.chunk < r.batch:  # SchedulerConfig's check, as the wheels read raise it at config time
+    # SchedulerConfig's check, as every wheel read from 0.8.4 to 0.34.0 raises it at config time (from 0.10.1 only an
+    # explicit --max-num-seqs above the token budget meets it: the default is cut to the budget)
+    checked = r.platform != "tpu" and (r.release is None or r.release >= BATCH_CHECK_READ[0])
+    if checked and r.chunk < r.batch:
         raise K3PlanError(
             f"--serve: vLLM {release_text(r.release) if r.release else ''} refuses it: ValueError: "
             f"max_num_batched_tokens ({r.chunk}) must be greater than or equal to max_num_seqs ({r.batch}) "
