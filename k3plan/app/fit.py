@@ -579,7 +579,7 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         return None
     weights_source = f"k3plan's weights a device, {result.provenance.weights}"  # the engine's sizing starts from them
     if served is not None and engine_rules(served.engine).pool_rule == "static":
-        from k3plan.engines.sglang.dsv4_buffers import sglang_dsv4_model_buffers
+        from k3plan.engines.sglang.dsv4_buffers import sglang_dsv4_model_buffers, sglang_wo_a_bf16
         from k3plan.engines.sglang.dsv4_pool import (
             DSV4_RUNNING,
             form_for_release,
@@ -613,6 +613,9 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
                 draft=sg_draft.algorithm if sg_draft is not None else None,
             )
         )
+        # V4.1's wo_a, dequantized to bf16 at load (its [32, 32] fp8 blocks: dsv4_buffers.py WO_A_SOURCE), over the
+        # attention TP group (the setup's tp: tp_size / dp_size under DP attention)
+        wo_a = (0, "") if d4 is None else sglang_wo_a_bf16(setup.model.inventory.text, attn_tp=setup.parallel.tp)
         # DeepSeek-V4's sub-pools at one full-token count; V4.1's with its sliding-window pool taken first in cap
         # mode (engines/sglang/dsv4_pool.py)
         pool4 = (
@@ -679,7 +682,7 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
             page_size=served.page_size or 1,
             dsv4=pool4,
             vision_bytes=_vision_bytes(setup, served),
-            buffers=(tables[0] + tables[1], tables[2]),
+            buffers=(tables[0] + tables[1] + wo_a[0], tables[2] + (f", + {wo_a[1]}" if wo_a[0] else "")),
             dcp=served.dcp,
             # a hybrid linear-attention model's state pool by SGLang's own rule (engines/sglang/memory.py SGLANG_MAMBA)
             state_slot_bytes=lay.state_bytes_per_layer_unpadded * lay.n_kda if lay.n_mla and lay.n_kda else 0,

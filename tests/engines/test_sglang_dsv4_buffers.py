@@ -12,7 +12,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from k3plan.engines.sglang.dsv4_buffers import sglang_dsv4_model_buffers
+from k3plan.engines.sglang.dsv4_buffers import sglang_dsv4_model_buffers, sglang_wo_a_bf16
 from k3plan.engines.sglang.memory import sglang_kv_pool
 from k3plan.models.loader import load_model
 
@@ -92,3 +92,13 @@ def test_the_pool_takes_them_with_the_weights():
     assert more.weights_bytes.value == plain.weights_bytes.value + 512 * MIB
     assert plain.kv_pool_bytes.value - more.kv_pool_bytes.value == 512 * MIB
     assert "RoPE tables (test)" in more.weights_bytes.source
+
+
+def test_v41_wo_a_is_held_in_bf16():
+    """V4.1's checkpoint blocks are [32, 32], so SGLang dequantizes wo_a to bf16 at load (wo_a_fp8_gemm_enabled: 128 x
+    128 only, sglang 0.5.21 wheel): 40 layers of [8,192, 4,096], 67,108,864 B in bf16 against 33,587,200 in fp8 with
+    E8M0 a [32, 32] block, over attention TP 4: 335,216,640 B a GPU more. V4's own fp8 ([128, 128]) stays fp8."""
+    v41 = load_model("deepseek-v4.1-flash").inventory.text
+    got, how = sglang_wo_a_bf16(v41, attn_tp=4)
+    assert got == 40 * (67_108_864 - 33_587_200) // 4 and "40 layers" in how
+    assert sglang_wo_a_bf16(load_model("deepseek-v4-pro").inventory.text, attn_tp=8) == (0, "")

@@ -24,6 +24,10 @@ none of its own beside a target with window-only layers (every V4.1). 0.5.23's f
 CUDA, ``dsv4_attn_backend == "flashmla_mega"``) adds ``mega_cos_sin_cache`` per class: ``precompute_cos_sin_table``
 (``@lru_cache(2)``), ``view_as_real(freqs_cis).transpose(1, 2).reshape(seqlen, -1)``, a float32 copy.
 
+Beside the tables, one checkpoint tensor is held in another form than it is stored (``sglang_wo_a_bf16``): the
+fp8 wo_a absorb GEMM takes 128 x 128 block scales only, so a checkpoint of another block (V4.1's [32, 32]) has its
+wo_a dequantized to bf16 at load (``WO_A_SOURCE``).
+
 On ROCm each layer also registers its own bf16 ``cos_cache`` / ``sin_cache`` (``freqs_cis.real / .imag .to(bf16)``,
 no cache: 128 MiB a layer at 1M positions); not priced (no SGLang DeepSeek-V4 log on an AMD GPU to check it), so the
 tables are priced on NVIDIA GPUs only.
@@ -31,12 +35,15 @@ tables are priced on NVIDIA GPUs only.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from k3plan.engines.release import Release
 from k3plan.engines.sglang.releases import follows
 
-if TYPE_CHECKING:  # a type only
+if TYPE_CHECKING:  # types only
+    from k3plan.models.inventory import Tensor
     from k3plan.models.spec import DSV4Dims
 
 ROPE_CACHE_FROM: Release = (0, 5, 13)  # get_rope_wrapper in MQALayer.__init__ (none in the 0.5.12 wheel)
@@ -75,6 +82,15 @@ MEGA_SOURCE = (
     ".transpose(1, 2).reshape(seqlen, -1): a float32 copy [seqlen, rope_dim])"
 )
 
+WO_A_SOURCE = (
+    "sglang 0.5.21 wheel (PyPI): sglang/srt/models/deepseek_v4.py wo_a_fp8_gemm_enabled (SGLANG_OPT_FP8_WO_A_GEMM and "
+    "an Fp8Config of weight_block_size [128, 128]: 'any other layout dequantizes wo_a to bf16 at load'), "
+    "MqaAttentionBase.__init__ (wo_a a ColumnParallelLinear over the attention TP group, no quant config, "
+    "params_dtype bfloat16), DeepseekV4ForCausalLM.load_weights -> _prepare_deepseek_v4_weights -> "
+    "_dequant_fp8_wo_a_streaming; the same in the 0.5.22 and 0.5.23 wheels (V4.1 is served from 0.5.21)"
+)
+V4_FP8 = "ds_fp8"  # DeepSeek-V4's own fp8, [128, 128] blocks (models/formats.py): the one wo_a stays fp8 in
+BF16 = 2
 COMPLEX64 = 8
 FLOAT32 = 4
 
@@ -132,3 +148,21 @@ def sglang_dsv4_model_buffers(
             + f": {DRAFT_SOURCE})"
         )
     return target, own, how
+
+
+def sglang_wo_a_bf16(tensors: Iterable[Tensor], *, attn_tp: int) -> tuple[int, str]:
+    """(bytes a GPU, how) SGLang holds beyond the checkpoint's bytes of DeepSeek-V4's decoder wo_a where the
+    checkpoint's fp8 blocks are not 128 x 128 (V4.1's [32, 32]): dequantized to bf16 at load and split over the
+    attention TP group ``attn_tp`` (WO_A_SOURCE). ``tensors``: the model's text inventory. (0, "") where none is."""
+    extra = n = 0
+    for t in tensors:
+        if t.kind == "mla" and t.name.endswith("attn.wo_a") and t.fmt != V4_FP8:
+            extra += math.prod(t.shape) * BF16 - t.nbytes
+            n += 1
+    if not n:
+        return 0, ""
+    per = -(-extra // attn_tp)
+    return per, (
+        f"wo_a in bf16, {per:,} B a GPU beyond the checkpoint's fp8 ({n} layers, {extra:,} B over attention TP "
+        f"{attn_tp}: {WO_A_SOURCE})"
+    )
