@@ -579,6 +579,7 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         return None
     weights_source = f"k3plan's weights a device, {result.provenance.weights}"  # the engine's sizing starts from them
     if served is not None and engine_rules(served.engine).pool_rule == "static":
+        from k3plan.engines.sglang.dsv4_buffers import sglang_dsv4_model_buffers, sglang_wo_a_bf16
         from k3plan.engines.sglang.dsv4_pool import (
             DSV4_RUNNING,
             form_for_release,
@@ -592,6 +593,29 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
 
         sg_draft = served.draft if isinstance(served.draft, SglangDraft) else None
         d4 = spec.dsv4
+        # 0.5.23's flashmla_mega: an SM100 GPU, attention TP 1, FP8 KV (engines/sglang/dsv4_pool.py V41_FORM_SOURCE)
+        mega = (
+            d4 is not None
+            and d4.csa2 is not None
+            and hw.name in BLACKWELL
+            and setup.parallel.tp == 1
+            and served.kv_raw in ("auto", "fp8_e4m3")
+        )
+        # the RoPE tables DeepSeek-V4's layers build with the model, the draft's own among them (dsv4_buffers.py)
+        tables = (
+            (0, 0, "")
+            if d4 is None
+            else sglang_dsv4_model_buffers(
+                d4,
+                release=served.release,
+                vendor=hw.vendor,
+                mega=mega,
+                draft=sg_draft.algorithm if sg_draft is not None else None,
+            )
+        )
+        # V4.1's wo_a, dequantized to bf16 at load (its [32, 32] fp8 blocks: dsv4_buffers.py WO_A_SOURCE), over the
+        # attention TP group (the setup's tp: tp_size / dp_size under DP attention)
+        wo_a = (0, "") if d4 is None else sglang_wo_a_bf16(setup.model.inventory.text, attn_tp=setup.parallel.tp)
         # DeepSeek-V4's sub-pools at one full-token count; V4.1's with its sliding-window pool taken first in cap
         # mode (engines/sglang/dsv4_pool.py)
         pool4 = (
@@ -620,7 +644,7 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
                 form=v41_form_for_release(served.release),
                 # 0.5.23's flashmla_mega: an SM100 GPU, attention TP 1, FP8 KV (engines/sglang/dsv4_pool.py
                 # V41_FORM_SOURCE)
-                v41_layout=hw.name in BLACKWELL and setup.parallel.tp == 1 and served.kv_raw in ("auto", "fp8_e4m3"),
+                v41_layout=mega,
                 # DSpark's draft: one draft layer in the per-token figures, its verify width in the cap's terms
                 # (engines/sglang/spec.py DSPARK_WORKER; dsv4_pool.py V41_SPEC_SOURCE)
                 draft_layers=sg_draft.draft_layers if sg_draft is not None else 0,
@@ -658,6 +682,7 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
             page_size=served.page_size or 1,
             dsv4=pool4,
             vision_bytes=_vision_bytes(setup, served),
+            buffers=(tables[0] + tables[1] + wo_a[0], tables[2] + (f", + {wo_a[1]}" if wo_a[0] else "")),
             dcp=served.dcp,
             # a hybrid linear-attention model's state pool by SGLang's own rule (engines/sglang/memory.py SGLANG_MAMBA)
             state_slot_bytes=lay.state_bytes_per_layer_unpadded * lay.n_kda if lay.n_mla and lay.n_kda else 0,

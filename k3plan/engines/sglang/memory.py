@@ -158,6 +158,7 @@ def sglang_kv_pool(
     page_size: int = 1,
     dsv4: SglangDsv4Pool | None = None,
     vision_bytes: int = 0,
+    buffers: tuple[int, str] = (0, ""),
     dcp: int = 1,
     state_slot_bytes: int = 0,
     state_slots_ratio: int = 3,
@@ -216,6 +217,9 @@ def sglang_kv_pool(
             f", + {vision_bytes:,} B: the vision tower and projector SGLang builds with the model (counted whole on "
             "every device: its split in the engine was not read)"
         )
+    if buffers[0]:  # built with the model, inside SGLang's "Load weight end ... mem usage"
+        weights_bytes += buffers[0]
+        weights_src += f", + {buffers[1]}"
     rest = int(mem_fraction_static * visible_bytes) - weights_bytes
     mm_reserve = MM_RESERVE_MIB * 2**20 if multimodal and follows(release, MM_RESERVE_FROM) else 0
     rest -= mm_reserve
@@ -409,9 +413,10 @@ def sglang_kv_pool(
 def sglang_dsv4_swa_tokens(setup, weights_bytes: int) -> tuple[int, str] | None:
     """SGLang's sliding-window pool a worker for DeepSeek-V4 (not V4.1's cap mode) at ``setup``'s stack defaults:
     --swa-full-tokens-ratio x the full tokens of its start check (memory.sglang_kv_pool: its static memory after
-    ``weights_bytes``, the c128 states taken first), in whole pages (DSV4PoolConfigurator._compute_dsv4_sizes), in
+    ``weights_bytes`` and the model's RoPE tables, the c128 states taken first), in whole pages (DSV4PoolConfigurator._compute_dsv4_sizes), in
     the pool form of the release the setup runs (a serve command's, Stack.engine_release; else the newest read,
     engines/sglang/releases.py NEWEST_RELEASE); with the source. None for another model."""
+    from k3plan.engines.sglang.dsv4_buffers import sglang_dsv4_model_buffers
     from k3plan.engines.sglang.dsv4_pool import DSV4_RUNNING, form_for_release, sglang_dsv4_pool
     from k3plan.engines.sglang.releases import NEWEST_RELEASE
 
@@ -422,12 +427,15 @@ def sglang_dsv4_swa_tokens(setup, weights_bytes: int) -> tuple[int, str] | None:
     running = DSV4_RUNNING // max(setup.parallel.dp, 1)
     release = setup.stack.engine_release if setup.stack.engine_release is not None else NEWEST_RELEASE
     pool = sglang_dsv4_pool(d, max_running_requests=running, form=form_for_release(release))
+    # the RoPE tables the model builds, in the load's measurement before the pool (engines/sglang/dsv4_buffers.py)
+    tables, _, tables_how = sglang_dsv4_model_buffers(d, release=release, vendor=setup.hardware.vendor)
     sized = sglang_kv_pool(
         mem_fraction_static=frac,
         visible_bytes=setup.hardware.usable_bytes_per_device,
         visible_source=setup.hardware.name,
         hardware=setup.hardware.name,
         weights_bytes=weights_bytes,
+        buffers=(tables, tables_how),
         state_pool_bytes=0,
         state_source="",
         kv_bytes_per_token=0,
