@@ -244,3 +244,62 @@ def test_rocm_s_full_graphs_carry_inferencex_3068_s_figure_where_the_cuda_rule_t
     assert amd is not None and nvidia is not None
     assert amd.bytes == round(19.40 * GiB) and "65 FULL graphs transferred" in amd.source
     assert nvidia.bytes == 65 * 2**20  # no CUDA log prints a FULL estimate: the code's 1 MiB floor a graph
+
+
+def _2707_plan(point: dict, extra: list[int]):
+    """InferenceX#2707's TP8 arm at one concurrency: the multiples of 1 + 3 up to 4 x max_num_seqs and the five fixed
+    sizes, FULL_AND_PIECEWISE (its script at SemiAnalysisAI/InferenceX@843c6254)."""
+    sizes = sorted({n * 4 for n in range(1, point["max_num_seqs"] + 1)} | set(extra))
+    text = '{"cudagraph_mode": "FULL_AND_PIECEWISE", "cudagraph_capture_sizes": %s}' % sizes
+    return cudagraph_plan(
+        max_num_seqs=point["max_num_seqs"],
+        max_num_batched_tokens=8192,  # vLLM's default on a >= 70 GiB GPU; above every size here, so it cuts none
+        num_speculative_tokens=3,
+        read=read_compilation(text),
+    )
+
+
+def test_2707s_graphs_and_what_they_hold():
+    """InferenceX#2707 (B200 TP8, DeepSeek-V4-Pro, MTP 3): 7 / 21 / 32 PIECEWISE and 2 / 16 / 28 FULL decode graphs at
+    c1 / c8 / c14. Counting both modes the three logged figures fit one first capture and one cost a graph to within
+    0.01 GiB; counting the PIECEWISE graphs alone they do not: at capture a FULL graph holds about what a PIECEWISE one
+    does. The KV cache the same at all three: Model Runner V2 subtracted no estimate (V2_PROFILED_FROM)."""
+    r = _record("inferencex-2707-b200-tp8-v4pro-mtp3")
+    plans = [_2707_plan(p, r["extra_capture_sizes"]) for p in r["points"]]
+    assert [(p.piecewise, p.full) for p in plans] == [(7, 2), (21, 16), (32, 28)]
+    assert [p["cudagraph_gib"] for p in r["points"]] == [r["figures"][f"cudagraph_gib_c{c}"] for c in (1, 8, 14)]
+    y = [p["cudagraph_gib"] for p in r["points"]]
+
+    def worst_residual(x: list[int]) -> float:
+        n = len(x)
+        mx, my = sum(x) / n, sum(y) / n
+        slope = sum((a - mx) * (b - my) for a, b in zip(x, y)) / sum((a - mx) ** 2 for a in x)
+        return max(abs(b - (my + slope * (a - mx))) for a, b in zip(x, y))
+
+    assert worst_residual([p.piecewise + p.full for p in plans]) < 0.01
+    assert worst_residual([p.piecewise for p in plans]) > 0.02
+
+
+def test_49390s_and_3321s_graphs():
+    """vllm#49390 (B300, DSpark 7, ceiling 1024): the same 80 sizes (multiples of 8) whatever max_num_seqs of 128 or
+    more it ran, each a PIECEWISE and a FULL graph: 4.88 GiB at capture is 0.03 GiB a graph. InferenceX#3321's c128
+    (GB300 TP2, DSpark 5, 1024): 80 and 80 under vLLM's defaults; its '~22 GiB' is 0.14 a graph."""
+    r = _record("vllm-49390-b300-dspark7")
+    for seqs, tokens in ((128, 8192), (256, 8192), (1024, 16384)):
+        plan = cudagraph_plan(
+            max_num_seqs=seqs,
+            max_num_batched_tokens=tokens,
+            num_speculative_tokens=r["num_speculative_tokens"],
+            read=CompilationRead(mode="FULL_AND_PIECEWISE", max_capture_size=r["max_cudagraph_capture_size"]),
+        )
+        assert (plan.piecewise, plan.full, plan.sizes[-1]) == (80, 80, 1024)
+    assert round(r["figures"]["capture_gib"] / 160, 2) == 0.03
+    r = _record("inferencex-3321-gb300-tp2-v41-c128")
+    plan = cudagraph_plan(
+        max_num_seqs=r["max_num_seqs"],
+        max_num_batched_tokens=r["max_num_batched_tokens"],
+        num_speculative_tokens=r["num_speculative_tokens"],
+        read=CompilationRead(mode=r["cudagraph_mode"], max_capture_size=r["max_cudagraph_capture_size"]),
+    )
+    assert (plan.piecewise, plan.full) == (80, 80)
+    assert round(r["figures"]["cudagraph_gib_about"] / 160, 2) == 0.14

@@ -293,7 +293,18 @@ def _transferred(graphs: int, total: int, logged_graphs: int) -> tuple[int, int]
 # own by default (CompilationConfig.cudagraph_decoder_replay True; decoder_replay_cudagraph_capture_sizes multiples of
 # the sliding window: vllm 0.32.0 wheel (PyPI), vllm/config/compilation.py); their share of the estimate is in no log
 # the public log whose CUDA-graph estimate is transferred (k3plan/evidence/vllm_dsv4_start_logs.yaml): the only one
-# that prints vLLM's estimate for DeepSeek-V4 with the graph count it covers
+# that prints vLLM's estimate for DeepSeek-V4 with the graph count it covers. The NVIDIA figures read since (the evidence
+# file's records from inferencex-2707 on) are the graphs' memory at capture, not the estimate: InferenceX#2707 (B200
+# TP8, V4-Pro, 0.88 / 2.05 / 3.03 GiB over 9 / 37 / 60 graphs, about 0.04 GiB a graph of either mode after a 0.5 GiB
+# first capture), vllm#49390 (B300, V4-Flash DSpark 7: 4.88 GiB over 160, 0.03 a graph) and InferenceX#3321's prose
+# '~22 GiB' (GB300 TP2, V4.1-Flash, 160 graphs; the case it failed, so not transferred). They say a FULL decode graph
+# holds about what a PIECEWISE one does at capture; the estimate vLLM subtracts extrapolates the FULL graphs from its
+# second sample, at least 1 MiB a graph, which no NVIDIA log prints. Pricing the FULL graphs as PIECEWISE ones (the A6000
+# figure a graph) was scored over the logged NVIDIA V4 / V4.1 cases and not adopted: it moves vllm#51041's two H20
+# pools 0.47 GiB toward their logs (of 4.29 / 4.02 over, a remainder their gaps lay to other terms), InferenceX#3310's
+# 0.05 and #3321's c128 3.75 (of 104), but InferenceX#3216's B200 pool 0.04 away and both vllm#51454 B200 concurrencies
+# away (20.54x -> 20.30x against 20.43x, 19.58x -> 19.34x against 19.61x), the only cases whose figure pins the
+# estimate to within a percent
 TRANSFER_RECORD = "vllm-50576-a6000-tp4-piecewise"
 ESTIMATE_ENV = "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS"
 # From 0.26.0 the worker profiles the graphs on ROCm too: Worker.determine_available_memory calls
