@@ -811,6 +811,8 @@ def _cudagraph(served, result: FitResult, *, dsv4: bool, vendor: str, release=No
         num_speculative_tokens=served.draft.num_speculative_tokens if served.draft is not None else 0,
         release=release,  # the command's: ROCm profiles the graphs from 0.26.0 (engines/vllm/cudagraph.py)
         v41=v41,  # DeepSeek-V4.1: its breakable graphs follow their own releases (cudagraph.py breakable_graphs)
+        # the drafter: DSpark runs on Model Runner V2, which subtracts no estimate before 0.29.0 (v2_unprofiled)
+        spec_method=getattr(served.speculative, "method", None),
     )
 
 

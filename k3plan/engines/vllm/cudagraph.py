@@ -351,6 +351,50 @@ def breakable_graphs(*, v41: bool, vendor: str, release: tuple[int, int, int] | 
     return vendor == "nvidia" or release < BREAKABLE_ROCM_V4_UNTIL
 
 
+# Model Runner V2 (vllm/v1/worker/gpu/model_runner.py GPUModelRunner.profile_cudagraph_memory) returns 0 before 0.29.0
+# ('NOTE(woosuk): It is TBD whether we keep this API or not', read in the 0.25.0, 0.26.0, 0.27.0 and 0.28.0 wheels),
+# so the worker subtracts no graph estimate for a command it runs; from 0.29.0 it profiles them
+# (v1/worker/gpu/cudagraph_utils.py profile_cudagraph_memory: the PIECEWISE, encoder and speculator graphs measured,
+# the FULL graphs extrapolated from two samples at least 1 MiB a graph; read in the 0.29.0, 0.30.0, 0.31.0 and 0.33.0
+# wheels). InferenceX#2707's three B200 points agree: the graphs grew 2.15 GiB at capture, the KV cache stayed 23.56
+# GiB (k3plan/evidence/vllm_dsv4_start_logs.yaml). Which runner (VllmConfig.use_v2_model_runner, 0.25.0-0.28.0
+# wheels): VLLM_USE_V2_MODEL_RUNNER where set (envs.maybe_convert_bool: int, then bool); else DSpark (forced: 'DSpark
+# is implemented only by the V2 GPU model runner'); else, in 0.28.0, DeepseekV4ForCausalLM on CUDA
+# (DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES; ROCm's default_v2_model_runner_architectures drops it; 0.25.0-0.27.0 list
+# no DeepSeek-V4) unless a feature V2 lacks sends it to V1 (_get_v2_model_runner_unsupported_features: of what k3plan
+# reads, an ngram drafter; sequence parallelism and stock torch.compile are not read)
+V2_ENV = "VLLM_USE_V2_MODEL_RUNNER"
+V2_PROFILED_FROM = (0, 29, 0)
+V2_V4_DEFAULT_FROM = (0, 28, 0)
+V2_SOURCE = (
+    "vllm 0.25.0-0.28.0 wheels (PyPI) vllm/v1/worker/gpu/model_runner.py GPUModelRunner.profile_cudagraph_memory "
+    "(returns 0), vllm/config/vllm.py VllmConfig.use_v2_model_runner; profiled from the 0.29.0 wheel "
+    "(v1/worker/gpu/cudagraph_utils.py profile_cudagraph_memory)"
+)
+
+
+def v2_unprofiled(
+    *, spec_method: str | None, v41: bool, vendor: str, release: tuple[int, int, int] | None, env: dict[str, str]
+) -> str | None:
+    """Why Model Runner V2 runs the command before it profiled its graphs (``V2_PROFILED_FROM``, comment above), or
+    None: V1 runs it, or the release profiles them. ``release`` None: the code this module cites (before 0.28.0)."""
+    if release is not None and release >= V2_PROFILED_FROM:
+        return None
+    if V2_ENV in env:
+        try:
+            on = bool(int(env[V2_ENV].strip()))
+        except ValueError:
+            raise K3PlanError(f"--serve: {V2_ENV}={env[V2_ENV]!r}: vLLM reads it as a whole number (0 or 1)") from None
+        return f"{V2_ENV}={env[V2_ENV].strip()}" if on else None
+    if spec_method == "dspark":
+        return "DSpark, which runs on Model Runner V2 only"
+    if release is not None and release >= V2_V4_DEFAULT_FROM and vendor == "nvidia" and not v41:
+        if spec_method == "ngram":
+            return None
+        return "DeepSeek-V4 on CUDA, a default Model Runner V2 architecture in 0.28.0"
+    return None
+
+
 # ROCm's graph memory: the one public figure for the DeepSeek-V4 family (the evidence file's last record), PIECEWISE
 # and FULL by mode, transferred by each mode's graph count where a ROCm release profiles the graphs
 ROCM_TRANSFER_RECORD = "inferencex-3068-mi355x-tp4-dspark"
@@ -367,17 +411,27 @@ def serve_estimate(
     num_speculative_tokens: int = 0,
     release: tuple[int, int, int] | None = None,
     v41: bool = False,
+    spec_method: str | None = None,
 ) -> CudagraphEstimate | None:
     """The estimate vLLM's GPU worker subtracts for a serve command's graphs, or None where k3plan has no evidence
     to price it (a model other than DeepSeek-V4: no public log prints its estimate; the pool's source says so).
     ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0`` turns the subtraction off (gpu_worker.py). On ROCm the worker
     profiles graphs from 0.26.0 (``ROCM_PROFILED_FROM``); ``release`` None: the code this module cites (c621af16,
-    before it), so none."""
+    before it), so none. ``spec_method``: the command's drafter (``v2_unprofiled``: DSpark runs on Model Runner V2,
+    which subtracts no estimate before 0.29.0)."""
     if read is None or not dsv4:
         return None
     if env.get(ESTIMATE_ENV, "1").strip() in ("0", "false", "False"):
         return CudagraphEstimate(
             bytes=0, high_bytes=0, source=f"0: {ESTIMATE_ENV}=0, the estimate is not subtracted ({CUDAGRAPH_SOURCE})"
+        )
+    v2 = v2_unprofiled(spec_method=spec_method, v41=v41, vendor=vendor, release=release, env=env)
+    if v2 is not None and read.mode != "NONE":
+        return CudagraphEstimate(
+            bytes=0,
+            high_bytes=0,
+            source=f"0: Model Runner V2 runs the command ({v2}), and before 0.29.0 its profile_cudagraph_memory "
+            f"returns 0, so the worker subtracts no graph estimate ({V2_SOURCE})",
         )
     import yaml
 
