@@ -87,8 +87,8 @@ def test_the_compilation_config_and_eager_switch():
 
 
 def test_the_band():
-    """The transfer's band: T x n' / n at the low end, the first capture T - (n - 1) MiB + (n' - 1) MiB at the high
-    end; FULL graphs at the 1 MiB floor; nothing on ROCm or without graphs."""
+    """The transfer's band: T x n' / n priced (its low end with fewer graphs than the log), the first capture T - (n - 1)
+    MiB + (n' - 1) MiB at the high end; FULL graphs at the 1 MiB floor; nothing on ROCm or without graphs."""
     plan = cudagraph_plan(
         max_num_seqs=32, max_num_batched_tokens=8192, num_speculative_tokens=1, read=read_compilation(None)
     )
@@ -102,6 +102,24 @@ def test_the_band():
         ).bytes
         == 0
     )
+
+
+def test_the_band_of_more_graphs_than_the_log():
+    """80 PIECEWISE graphs from the log's 51 (InferenceX#3321's c128 at a 1024 ceiling): T x 80 / 51 is the band's
+    upper end, the first capture and 79 MiB after it the lower; the priced value is the former, the band said low to
+    high (it read '3.90-2.55 GiB, the low end priced' until session cgnv)."""
+    plan = cudagraph_plan(
+        max_num_seqs=1024,
+        max_num_batched_tokens=16384,
+        num_speculative_tokens=5,
+        read=CompilationRead(mode="FULL_AND_PIECEWISE", max_capture_size=1024),
+    )
+    t = round(2.44 * GiB)
+    est = cudagraph_estimate(plan, log_piecewise_bytes=t, log_piecewise_graphs=51, log_source="log", differs="x")
+    assert (plan.piecewise, plan.full) == (80, 80)
+    assert est.bytes == 80 * t // 51 + 79 * MIN_PER_GRAPH == est.high_bytes
+    low = t - 50 * MIN_PER_GRAPH + 79 * MIN_PER_GRAPH + 79 * MIN_PER_GRAPH
+    assert f"band {low / GiB:.2f}-{est.bytes / GiB:.2f} GiB, {est.bytes / GiB:.2f} priced" in est.source
 
 
 def _compilation(serve: str) -> CompilationRead:

@@ -27,8 +27,9 @@ What a capture takes is measured, not allocated by a rule the code states: the f
 batch's intermediates, each later one its retained outputs and the driver's graph objects. So the bytes are transferred
 from a log that prints the estimate for DeepSeek-V4 (k3plan/evidence/vllm_dsv4_start_logs.yaml), by the graph count
 of the same mode; the log gives only the total T over n graphs, so the per-graph split is a band: with every later
-capture as large as the first, a graph costs T / n (the low end, priced); with later captures at the code's 1 MiB
-floor, the first capture is T - (n - 1) MiB (the high end).
+capture as large as the first, a graph costs T / n (the value priced); with later captures at the code's 1 MiB
+floor, the first capture is T - (n - 1) MiB (the band's other end: above the priced value where the command has fewer
+graphs than the log, below it where it has more).
 """
 
 from __future__ import annotations
@@ -201,7 +202,8 @@ def cudagraph_plan(
 
 
 class CudagraphEstimate(Frozen):
-    """The CUDA-graph estimate vLLM subtracts, as a band; ``bytes`` is the band's low end (the value priced)."""
+    """The CUDA-graph estimate vLLM subtracts, as a band; ``bytes`` is the value priced (T / n a graph), ``high_bytes``
+    the band's upper end (the priced value itself where the command has more graphs than the log)."""
 
     __coerce__ = False
 
@@ -271,22 +273,25 @@ def cudagraph_estimate(
             f"{plan.full} FULL graphs at the code's 1 MiB floor a graph ({full_low / 2**20:.0f} MiB; no public V4 "
             "log on this vendor prints a FULL estimate)"
         )
-    low += full_low
-    high += full_high
+    priced, other = low + full_low, high + full_high
+    # the band's ends: the priced T / n a graph is its lower end where the command has fewer graphs than the log,
+    # its upper end where it has more (the first capture then the rest at the 1 MiB floor is the smaller)
+    lo, hi = min(priced, other), max(priced, other)
     source = (
-        f"vLLM's CUDA-graph estimate, band {low / gib:.2f}-{high / gib:.2f} GiB, the low end priced: {pw_said}; + "
-        f"{full_said}; {plan.how}" + (f"; on ROCm: {rocm_source}" if rocm_source else "")
+        f"vLLM's CUDA-graph estimate, band {lo / gib:.2f}-{hi / gib:.2f} GiB, {priced / gib:.2f} priced (every later "
+        f"capture as large as the first): {pw_said}; + {full_said}; {plan.how}"
+        + (f"; on ROCm: {rocm_source}" if rocm_source else "")
     )
-    return CudagraphEstimate(bytes=low, high_bytes=high, source=source)
+    return CudagraphEstimate(bytes=priced, high_bytes=hi, source=source)
 
 
 def _transferred(graphs: int, total: int, logged_graphs: int) -> tuple[int, int]:
-    """A log's estimate ``total`` over ``logged_graphs`` graphs of a mode, carried to ``graphs`` of it: every capture
-    as large as the first (T / n a graph: the low end, priced), up to later captures at the code's 1 MiB floor (the
-    first holds the rest: the high end)."""
-    low = graphs * total // logged_graphs
-    high = total - (logged_graphs - 1) * MIN_PER_GRAPH + (graphs - 1) * MIN_PER_GRAPH
-    return low, high
+    """A log's estimate ``total`` over ``logged_graphs`` graphs of a mode, carried to ``graphs`` of it, as (priced,
+    other end): every capture as large as the first (T / n a graph, priced), and later captures at the code's 1 MiB
+    floor (the first holds the rest), the band's upper end where ``graphs`` < ``logged_graphs``, its lower where more."""
+    proportional = graphs * total // logged_graphs
+    first_then_floor = total - (logged_graphs - 1) * MIN_PER_GRAPH + (graphs - 1) * MIN_PER_GRAPH
+    return proportional, first_then_floor
 
 
 # Not priced: from 0.32.0 a YOCO model (DeepSeek-V4.1) also captures its decoder replay layers in CUDA graphs of their
