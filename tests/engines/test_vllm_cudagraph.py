@@ -392,3 +392,37 @@ def test_2707s_kv_cache_steady_as_model_runner_v2_subtracts_no_estimate(cli):
         assert "Model Runner V2 runs the command" in eng["sources"]["non_torch"]
         pools.append(eng["kv_pool_bytes"] / GiB)
     assert max(pools) - min(pools) < 0.01
+
+
+def test_the_default_ceiling_and_uniform_decode_sizes_by_release():
+    """VllmConfig._set_cudagraph_sizes by release (cudagraph.py BLACKWELL_CEILING_FROM, UNIFORM_DECODE_FROM; the 0.27.0,
+    0.28.0, 0.29.0 and 0.31.0 wheels): 1024 sequences on a B200 capture up to 1024 tokens from 0.28.0 (1, 2, 4, 31
+    multiples of 8, 49 of 16: 83 sizes), 512 in 0.27.0 and on an H200 (51); from 0.29.0 the uniform decode sizes join
+    the grid: with 2 draft tokens and 10 sequences the grid up to 56 rounded up to multiples of 3 within it is 3, 6,
+    9, 18, 24, 33, 42, 48 (56 -> 57 dropped) and the decode sizes 3 x (1, 2, 4, 8, 10) add 12 and 30; without a
+    drafter 36 sequences add 36 to the 72-token grid. An explicit ceiling or list keeps its sizes."""
+    from k3plan.engines.vllm.cudagraph import default_ceiling
+
+    default = read_compilation(None)
+
+    def sizes(hw, release, seqs=1024, k=0, tokens=16384, read=default):
+        plan = cudagraph_plan(
+            max_num_seqs=seqs,
+            max_num_batched_tokens=tokens,
+            num_speculative_tokens=k,
+            read=read,
+            ceiling=default_ceiling(hardware=hw, release=release),
+            release=release,
+        )
+        return plan.sizes
+
+    assert len(b200 := sizes("nvidia-b200", (0, 28, 0))) == 83 and b200[-1] == 1024
+    assert len(sizes("nvidia-gb300-nvl72", (0, 31, 0))) == 83
+    assert len(sizes("nvidia-b200", (0, 27, 0))) == len(sizes("nvidia-h200", (0, 28, 0))) == 51
+    assert len(sizes("nvidia-b200", None)) == 51  # the cited code
+    assert sizes("nvidia-h200", (0, 28, 0), seqs=10, k=2, tokens=8192) == (3, 6, 9, 18, 24, 33, 42, 48)
+    assert sizes("nvidia-h200", (0, 29, 0), seqs=10, k=2, tokens=8192) == (3, 6, 9, 12, 18, 24, 30, 33, 42, 48)
+    assert 36 not in sizes("nvidia-h200", (0, 28, 0), seqs=36, tokens=8192)
+    assert 36 in sizes("nvidia-h200", (0, 29, 0), seqs=36, tokens=8192)
+    explicit = CompilationRead(mode="FULL_AND_PIECEWISE", max_capture_size=8)
+    assert sizes("nvidia-b200", (0, 31, 0), seqs=16, k=5, read=explicit) == (6,)  # InferenceX#3216's arm

@@ -4,8 +4,9 @@ what they hold, transferred from a public log because the code only measures it.
 sizes for 1..32 requests, jasl 736eac307, which upstream c621af16 does not have):
 
 - capture sizes (vllm/config/vllm.py VllmConfig._set_cudagraph_sizes): unless the compilation config gives them,
-  ``max = min(max_num_seqs x (1 + num_speculative_tokens) x 2, 512)`` (or its max_cudagraph_capture_size), cut to
-  max_num_batched_tokens; the sizes are 1, 2, 4, then multiples of 8 below 256, then multiples of 16 up to max, plus
+  ``max = min(max_num_seqs x (1 + num_speculative_tokens) x 2, 512)`` (1024 on sm_10x from 0.28.0, and from 0.29.0
+  the uniform decode sizes appended: BLACKWELL_CEILING_FROM, UNIFORM_DECODE_FROM; or its max_cudagraph_capture_size),
+  cut to max_num_batched_tokens; the sizes are 1, 2, 4, then multiples of 8 below 256, then multiples of 16 up to max, plus
   max_num_batched_tokens where it fits under max; --enforce-eager or cudagraph_mode NONE captures nothing; with a
   FULL decode mode and 1 + k > 1 the sizes are rounded up to multiples of 1 + k, those above max dropped
   (vllm/config/compilation.py CompilationConfig.adjust_cudagraph_sizes_for_spec_decode, sequence parallelism off);
@@ -147,27 +148,69 @@ class CudagraphPlan(Frozen):
     how: str
 
 
+# The default ceiling by release and GPU (VllmConfig._set_cudagraph_sizes): 1024 on a GPU of capability family 10
+# (current_platform.is_device_capability_family(100): B200 / GB200 sm_100, B300 / GB300 sm_103) from 0.28.0
+# (vllm-project/vllm#49390; 512 in the 0.27.0 wheel), 512 elsewhere. From 0.29.0, where the ceiling is vLLM's default
+# (no max_cudagraph_capture_size), the uniform decode sizes are appended to the grid: with a drafter n x (1 + k) for
+# each request count n of the same 1, 2, 4, 8-step, 16-step grid up to max_num_seqs (at most the ceiling's count),
+# within the ceiling; without one max_num_seqs itself; each within max_num_batched_tokens (the dynamic speculative
+# schedule's narrower tiers are not read). Read in the 0.27.0, 0.28.0, 0.29.0, 0.30.0 and 0.31.0 wheels (PyPI),
+# vllm/config/vllm.py VllmConfig._set_cudagraph_sizes.
+BLACKWELL_CEILING = 1024
+BLACKWELL_CEILING_FROM = (0, 28, 0)
+UNIFORM_DECODE_FROM = (0, 29, 0)
+
+
+def default_ceiling(*, hardware: str, release: tuple[int, int, int] | None) -> int:
+    """vLLM's default capture ceiling on ``hardware`` at ``release`` (None: the code this module cites, 512)."""
+    from k3plan.engines.vllm.attention_config import SM100_FAMILY
+
+    blackwell = hardware in SM100_FAMILY and release is not None and release >= BLACKWELL_CEILING_FROM
+    return BLACKWELL_CEILING if blackwell else MAX_DEFAULT_CAPTURE
+
+
+def _grid(top: int) -> list[int]:
+    """1, 2, 4, then multiples of 8 below 256, then multiples of 16 up to ``top``."""
+    sizes = [s for s in (1, 2, 4) if s <= top]
+    if top >= 8:
+        sizes += range(8, min(top + 1, 256), 8)
+    if top >= 256:
+        sizes += range(256, top + 1, 16)
+    return sizes
+
+
 def capture_sizes(
-    *, max_num_seqs: int, max_num_batched_tokens: int, num_speculative_tokens: int = 0, read: CompilationRead
+    *,
+    max_num_seqs: int,
+    max_num_batched_tokens: int,
+    num_speculative_tokens: int = 0,
+    read: CompilationRead,
+    ceiling: int = MAX_DEFAULT_CAPTURE,
+    release: tuple[int, int, int] | None = None,
 ) -> tuple[int, ...]:
-    """VllmConfig._set_cudagraph_sizes, then the spec-decode rounding (module docstring)."""
+    """VllmConfig._set_cudagraph_sizes, then the spec-decode rounding (module docstring); ``ceiling``: the default
+    ceiling (``default_ceiling``), ``release``: where the uniform decode sizes are appended (``UNIFORM_DECODE_FROM``)."""
     if read.mode == "NONE":
         return ()
+    q = 1 + num_speculative_tokens
     top = read.max_capture_size
+    uniform: list[int] = []
     if top is None:
-        top = min(max_num_seqs * (1 + num_speculative_tokens) * 2, MAX_DEFAULT_CAPTURE)
+        top = min(max_num_seqs * q * 2, ceiling)
+        if release is not None and release >= UNIFORM_DECODE_FROM:
+            if q > 1:
+                reqs = min(max_num_seqs, ceiling)
+                uniform = [n * q for n in {*_grid(reqs), reqs} if n * q <= top]
+            elif max_num_seqs <= top:
+                uniform = [max_num_seqs]
     top = min(max_num_batched_tokens, top)
     if read.capture_sizes is not None:
         sizes = [s for s in read.capture_sizes if s <= max_num_batched_tokens]
     else:
-        sizes = [s for s in (1, 2, 4) if s <= top]
-        if top >= 8:
-            sizes += range(8, min(top + 1, 256), 8)
-        if top >= 256:
-            sizes += range(256, top + 1, 16)
+        sizes = _grid(top)
         if max_num_batched_tokens <= top:
             sizes.append(max_num_batched_tokens)
-    q = 1 + num_speculative_tokens
+        sizes += [s for s in uniform if s <= max_num_batched_tokens]
     if q > 1 and read.mode in ("FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE") and sizes:
         top = max(sizes)
         rounded = {-(-s // q) * q for s in sizes if -(-s // q) * q <= top}
@@ -176,14 +219,23 @@ def capture_sizes(
 
 
 def cudagraph_plan(
-    *, max_num_seqs: int, max_num_batched_tokens: int, num_speculative_tokens: int = 0, read: CompilationRead
+    *,
+    max_num_seqs: int,
+    max_num_batched_tokens: int,
+    num_speculative_tokens: int = 0,
+    read: CompilationRead,
+    ceiling: int = MAX_DEFAULT_CAPTURE,
+    release: tuple[int, int, int] | None = None,
 ) -> CudagraphPlan:
-    """The graphs of each mode (CudagraphDispatcher.initialize_cudagraph_keys, module docstring)."""
+    """The graphs of each mode (CudagraphDispatcher.initialize_cudagraph_keys, module docstring); ``ceiling`` and
+    ``release`` as ``capture_sizes`` takes them."""
     sizes = capture_sizes(
         max_num_seqs=max_num_seqs,
         max_num_batched_tokens=max_num_batched_tokens,
         num_speculative_tokens=num_speculative_tokens,
         read=read,
+        ceiling=ceiling,
+        release=release,
     )
     mixed = {"PIECEWISE": "PIECEWISE", "FULL_AND_PIECEWISE": "PIECEWISE", "FULL": "FULL"}.get(read.mode)
     piecewise = len(sizes) if mixed == "PIECEWISE" else 0
@@ -194,8 +246,10 @@ def cudagraph_plan(
     largest = sizes[-1] if sizes else 0
     how = (
         f"cudagraph_mode {read.mode}: {len(sizes)} capture sizes up to {largest} (max_num_seqs {max_num_seqs:,} x "
-        f"(1 + {num_speculative_tokens}) x 2, at most {MAX_DEFAULT_CAPTURE} and max_num_batched_tokens "
-        f"{max_num_batched_tokens:,}, unless the compilation config sets them): {piecewise} PIECEWISE and {full} FULL "
+        f"(1 + {num_speculative_tokens}) x 2, at most {ceiling} and max_num_batched_tokens "
+        f"{max_num_batched_tokens:,}, unless the compilation config sets them"
+        + (", with the uniform decode sizes" if release is not None and release >= UNIFORM_DECODE_FROM else "")
+        + f"): {piecewise} PIECEWISE and {full} FULL "
         f"graphs ({CUDAGRAPH_SOURCE})"
     )
     return CudagraphPlan(mode=read.mode, sizes=sizes, piecewise=piecewise, full=full, how=how)
@@ -417,6 +471,7 @@ def serve_estimate(
     release: tuple[int, int, int] | None = None,
     v41: bool = False,
     spec_method: str | None = None,
+    hardware: str = "",
 ) -> CudagraphEstimate | None:
     """The estimate vLLM's GPU worker subtracts for a serve command's graphs, or None where k3plan has no evidence
     to price it (a model other than DeepSeek-V4: no public log prints its estimate; the pool's source says so).
@@ -448,6 +503,8 @@ def serve_estimate(
         max_num_batched_tokens=max_num_batched_tokens,
         num_speculative_tokens=num_speculative_tokens,
         read=read,
+        ceiling=default_ceiling(hardware=hardware, release=release),
+        release=release,
     )
     rocm_profiled = vendor != "nvidia" and release is not None and release >= ROCM_PROFILED_FROM
     captured = breakable_graphs(v41=v41, vendor=vendor, release=release, env=env)
