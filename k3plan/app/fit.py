@@ -743,6 +743,7 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
             vendor=hw.vendor,
             release=_release(served, st.name, hw.kind),
             v41=spec.dsv4 is not None and spec.dsv4.csa2 is not None,
+            hardware=hw.name,
         ),
         backend_refusal=_backend_refusal(
             served, dsv4=spec.dsv4 is not None, hardware=hw.name, vendor=hw.vendor, setup=setup
@@ -820,7 +821,9 @@ def _backend_refusal(served, *, dsv4: bool, hardware: str, vendor: str, setup: S
     return start_error(served.attention, has_indexer=dsv4, hardware=hardware)
 
 
-def _cudagraph(served, result: FitResult, *, dsv4: bool, vendor: str, release=None, v41: bool = False):
+def _cudagraph(
+    served, result: FitResult, *, dsv4: bool, vendor: str, release=None, v41: bool = False, hardware: str = ""
+):
     """The CUDA-graph estimate a vLLM GPU command's worker subtracts (engines/vllm/cudagraph.py), where priced."""
     if served is None or served.compilation is None:
         return None
@@ -836,6 +839,9 @@ def _cudagraph(served, result: FitResult, *, dsv4: bool, vendor: str, release=No
         num_speculative_tokens=served.draft.num_speculative_tokens if served.draft is not None else 0,
         release=release,  # the command's: ROCm profiles the graphs from 0.26.0 (engines/vllm/cudagraph.py)
         v41=v41,  # DeepSeek-V4.1: its breakable graphs follow their own releases (cudagraph.py breakable_graphs)
+        # the drafter: DSpark runs on Model Runner V2, which subtracts no estimate before 0.29.0 (v2_unprofiled)
+        spec_method=getattr(served.speculative, "method", None),
+        hardware=hardware,  # vLLM's default capture ceiling: 1024 on sm_10x from 0.28.0 (cudagraph.py default_ceiling)
     )
 
 

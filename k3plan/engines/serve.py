@@ -572,8 +572,10 @@ IGNORED_ENV = {
 CAVEAT_ENV = {
     "VLLM_USE_V2_MODEL_RUNNER": (
         "vLLM's model runner V2 (vllm/v1/worker/gpu/): k3plan prices the V1 GPUModelRunner's start (profile_run at "
-        "max_num_batched_tokens, _dummy_sampler_run, profile_cudagraph_memory); V2's profile and graph capture were "
-        "not read, so the activation peak and CUDA-graph estimate subtracted from the pool are V1's"
+        "max_num_batched_tokens, _dummy_sampler_run, profile_cudagraph_memory); V2's profile run was not read, so "
+        "the activation peak subtracted from the pool is V1's; its CUDA-graph estimate is read for DeepSeek-V4: none "
+        "before 0.29.0 (engines/vllm/cudagraph.py v2_unprofiled), from 0.29.0 the V1 runner's transfer (V2 then "
+        "measures its PIECEWISE graphs whole and extrapolates the FULL ones from two samples)"
     ),
     "VLLM_USE_FLASHINFER_SAMPLER": (
         "FlashInfer's top-k / top-p sampler: k3plan prices the sampler warm-up of PyTorch's sort-based sampler "

@@ -4,8 +4,9 @@ what they hold, transferred from a public log because the code only measures it.
 sizes for 1..32 requests, jasl 736eac307, which upstream c621af16 does not have):
 
 - capture sizes (vllm/config/vllm.py VllmConfig._set_cudagraph_sizes): unless the compilation config gives them,
-  ``max = min(max_num_seqs x (1 + num_speculative_tokens) x 2, 512)`` (or its max_cudagraph_capture_size), cut to
-  max_num_batched_tokens; the sizes are 1, 2, 4, then multiples of 8 below 256, then multiples of 16 up to max, plus
+  ``max = min(max_num_seqs x (1 + num_speculative_tokens) x 2, 512)`` (1024 on sm_10x from 0.28.0, and from 0.29.0
+  the uniform decode sizes appended: BLACKWELL_CEILING_FROM, UNIFORM_DECODE_FROM; or its max_cudagraph_capture_size),
+  cut to max_num_batched_tokens; the sizes are 1, 2, 4, then multiples of 8 below 256, then multiples of 16 up to max, plus
   max_num_batched_tokens where it fits under max; --enforce-eager or cudagraph_mode NONE captures nothing; with a
   FULL decode mode and 1 + k > 1 the sizes are rounded up to multiples of 1 + k, those above max dropped
   (vllm/config/compilation.py CompilationConfig.adjust_cudagraph_sizes_for_spec_decode, sequence parallelism off);
@@ -27,8 +28,9 @@ What a capture takes is measured, not allocated by a rule the code states: the f
 batch's intermediates, each later one its retained outputs and the driver's graph objects. So the bytes are transferred
 from a log that prints the estimate for DeepSeek-V4 (k3plan/evidence/vllm_dsv4_start_logs.yaml), by the graph count
 of the same mode; the log gives only the total T over n graphs, so the per-graph split is a band: with every later
-capture as large as the first, a graph costs T / n (the low end, priced); with later captures at the code's 1 MiB
-floor, the first capture is T - (n - 1) MiB (the high end).
+capture as large as the first, a graph costs T / n (the value priced); with later captures at the code's 1 MiB
+floor, the first capture is T - (n - 1) MiB (the band's other end: above the priced value where the command has fewer
+graphs than the log, below it where it has more).
 """
 
 from __future__ import annotations
@@ -146,27 +148,69 @@ class CudagraphPlan(Frozen):
     how: str
 
 
+# The default ceiling by release and GPU (VllmConfig._set_cudagraph_sizes): 1024 on a GPU of capability family 10
+# (current_platform.is_device_capability_family(100): B200 / GB200 sm_100, B300 / GB300 sm_103) from 0.28.0
+# (vllm-project/vllm#49390; 512 in the 0.27.0 wheel), 512 elsewhere. From 0.29.0, where the ceiling is vLLM's default
+# (no max_cudagraph_capture_size), the uniform decode sizes are appended to the grid: with a drafter n x (1 + k) for
+# each request count n of the same 1, 2, 4, 8-step, 16-step grid up to max_num_seqs (at most the ceiling's count),
+# within the ceiling; without one max_num_seqs itself; each within max_num_batched_tokens (the dynamic speculative
+# schedule's narrower tiers are not read). Read in the 0.27.0, 0.28.0, 0.29.0, 0.30.0 and 0.31.0 wheels (PyPI),
+# vllm/config/vllm.py VllmConfig._set_cudagraph_sizes.
+BLACKWELL_CEILING = 1024
+BLACKWELL_CEILING_FROM = (0, 28, 0)
+UNIFORM_DECODE_FROM = (0, 29, 0)
+
+
+def default_ceiling(*, hardware: str, release: tuple[int, int, int] | None) -> int:
+    """vLLM's default capture ceiling on ``hardware`` at ``release`` (None: the code this module cites, 512)."""
+    from k3plan.engines.vllm.attention_config import SM100_FAMILY
+
+    blackwell = hardware in SM100_FAMILY and release is not None and release >= BLACKWELL_CEILING_FROM
+    return BLACKWELL_CEILING if blackwell else MAX_DEFAULT_CAPTURE
+
+
+def _grid(top: int) -> list[int]:
+    """1, 2, 4, then multiples of 8 below 256, then multiples of 16 up to ``top``."""
+    sizes = [s for s in (1, 2, 4) if s <= top]
+    if top >= 8:
+        sizes += range(8, min(top + 1, 256), 8)
+    if top >= 256:
+        sizes += range(256, top + 1, 16)
+    return sizes
+
+
 def capture_sizes(
-    *, max_num_seqs: int, max_num_batched_tokens: int, num_speculative_tokens: int = 0, read: CompilationRead
+    *,
+    max_num_seqs: int,
+    max_num_batched_tokens: int,
+    num_speculative_tokens: int = 0,
+    read: CompilationRead,
+    ceiling: int = MAX_DEFAULT_CAPTURE,
+    release: tuple[int, int, int] | None = None,
 ) -> tuple[int, ...]:
-    """VllmConfig._set_cudagraph_sizes, then the spec-decode rounding (module docstring)."""
+    """VllmConfig._set_cudagraph_sizes, then the spec-decode rounding (module docstring); ``ceiling``: the default
+    ceiling (``default_ceiling``), ``release``: where the uniform decode sizes are appended (``UNIFORM_DECODE_FROM``)."""
     if read.mode == "NONE":
         return ()
+    q = 1 + num_speculative_tokens
     top = read.max_capture_size
+    uniform: list[int] = []
     if top is None:
-        top = min(max_num_seqs * (1 + num_speculative_tokens) * 2, MAX_DEFAULT_CAPTURE)
+        top = min(max_num_seqs * q * 2, ceiling)
+        if release is not None and release >= UNIFORM_DECODE_FROM:
+            if q > 1:
+                reqs = min(max_num_seqs, ceiling)
+                uniform = [n * q for n in {*_grid(reqs), reqs} if n * q <= top]
+            elif max_num_seqs <= top:
+                uniform = [max_num_seqs]
     top = min(max_num_batched_tokens, top)
     if read.capture_sizes is not None:
         sizes = [s for s in read.capture_sizes if s <= max_num_batched_tokens]
     else:
-        sizes = [s for s in (1, 2, 4) if s <= top]
-        if top >= 8:
-            sizes += range(8, min(top + 1, 256), 8)
-        if top >= 256:
-            sizes += range(256, top + 1, 16)
+        sizes = _grid(top)
         if max_num_batched_tokens <= top:
             sizes.append(max_num_batched_tokens)
-    q = 1 + num_speculative_tokens
+        sizes += [s for s in uniform if s <= max_num_batched_tokens]
     if q > 1 and read.mode in ("FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE") and sizes:
         top = max(sizes)
         rounded = {-(-s // q) * q for s in sizes if -(-s // q) * q <= top}
@@ -175,14 +219,23 @@ def capture_sizes(
 
 
 def cudagraph_plan(
-    *, max_num_seqs: int, max_num_batched_tokens: int, num_speculative_tokens: int = 0, read: CompilationRead
+    *,
+    max_num_seqs: int,
+    max_num_batched_tokens: int,
+    num_speculative_tokens: int = 0,
+    read: CompilationRead,
+    ceiling: int = MAX_DEFAULT_CAPTURE,
+    release: tuple[int, int, int] | None = None,
 ) -> CudagraphPlan:
-    """The graphs of each mode (CudagraphDispatcher.initialize_cudagraph_keys, module docstring)."""
+    """The graphs of each mode (CudagraphDispatcher.initialize_cudagraph_keys, module docstring); ``ceiling`` and
+    ``release`` as ``capture_sizes`` takes them."""
     sizes = capture_sizes(
         max_num_seqs=max_num_seqs,
         max_num_batched_tokens=max_num_batched_tokens,
         num_speculative_tokens=num_speculative_tokens,
         read=read,
+        ceiling=ceiling,
+        release=release,
     )
     mixed = {"PIECEWISE": "PIECEWISE", "FULL_AND_PIECEWISE": "PIECEWISE", "FULL": "FULL"}.get(read.mode)
     piecewise = len(sizes) if mixed == "PIECEWISE" else 0
@@ -193,15 +246,18 @@ def cudagraph_plan(
     largest = sizes[-1] if sizes else 0
     how = (
         f"cudagraph_mode {read.mode}: {len(sizes)} capture sizes up to {largest} (max_num_seqs {max_num_seqs:,} x "
-        f"(1 + {num_speculative_tokens}) x 2, at most {MAX_DEFAULT_CAPTURE} and max_num_batched_tokens "
-        f"{max_num_batched_tokens:,}, unless the compilation config sets them): {piecewise} PIECEWISE and {full} FULL "
+        f"(1 + {num_speculative_tokens}) x 2, at most {ceiling} and max_num_batched_tokens "
+        f"{max_num_batched_tokens:,}, unless the compilation config sets them"
+        + (", with the uniform decode sizes" if release is not None and release >= UNIFORM_DECODE_FROM else "")
+        + f"): {piecewise} PIECEWISE and {full} FULL "
         f"graphs ({CUDAGRAPH_SOURCE})"
     )
     return CudagraphPlan(mode=read.mode, sizes=sizes, piecewise=piecewise, full=full, how=how)
 
 
 class CudagraphEstimate(Frozen):
-    """The CUDA-graph estimate vLLM subtracts, as a band; ``bytes`` is the band's low end (the value priced)."""
+    """The CUDA-graph estimate vLLM subtracts, as a band; ``bytes`` is the value priced (T / n a graph), ``high_bytes``
+    the band's upper end (the priced value itself where the command has more graphs than the log)."""
 
     __coerce__ = False
 
@@ -271,29 +327,43 @@ def cudagraph_estimate(
             f"{plan.full} FULL graphs at the code's 1 MiB floor a graph ({full_low / 2**20:.0f} MiB; no public V4 "
             "log on this vendor prints a FULL estimate)"
         )
-    low += full_low
-    high += full_high
+    priced, other = low + full_low, high + full_high
+    # the band's ends: the priced T / n a graph is its lower end where the command has fewer graphs than the log,
+    # its upper end where it has more (the first capture then the rest at the 1 MiB floor is the smaller)
+    lo, hi = min(priced, other), max(priced, other)
     source = (
-        f"vLLM's CUDA-graph estimate, band {low / gib:.2f}-{high / gib:.2f} GiB, the low end priced: {pw_said}; + "
-        f"{full_said}; {plan.how}" + (f"; on ROCm: {rocm_source}" if rocm_source else "")
+        f"vLLM's CUDA-graph estimate, band {lo / gib:.2f}-{hi / gib:.2f} GiB, {priced / gib:.2f} priced (every later "
+        f"capture as large as the first): {pw_said}; + {full_said}; {plan.how}"
+        + (f"; on ROCm: {rocm_source}" if rocm_source else "")
     )
-    return CudagraphEstimate(bytes=low, high_bytes=high, source=source)
+    return CudagraphEstimate(bytes=priced, high_bytes=hi, source=source)
 
 
 def _transferred(graphs: int, total: int, logged_graphs: int) -> tuple[int, int]:
-    """A log's estimate ``total`` over ``logged_graphs`` graphs of a mode, carried to ``graphs`` of it: every capture
-    as large as the first (T / n a graph: the low end, priced), up to later captures at the code's 1 MiB floor (the
-    first holds the rest: the high end)."""
-    low = graphs * total // logged_graphs
-    high = total - (logged_graphs - 1) * MIN_PER_GRAPH + (graphs - 1) * MIN_PER_GRAPH
-    return low, high
+    """A log's estimate ``total`` over ``logged_graphs`` graphs of a mode, carried to ``graphs`` of it, as (priced,
+    other end): every capture as large as the first (T / n a graph, priced), and later captures at the code's 1 MiB
+    floor (the first holds the rest), the band's upper end where ``graphs`` < ``logged_graphs``, its lower where more."""
+    proportional = graphs * total // logged_graphs
+    first_then_floor = total - (logged_graphs - 1) * MIN_PER_GRAPH + (graphs - 1) * MIN_PER_GRAPH
+    return proportional, first_then_floor
 
 
 # Not priced: from 0.32.0 a YOCO model (DeepSeek-V4.1) also captures its decoder replay layers in CUDA graphs of their
 # own by default (CompilationConfig.cudagraph_decoder_replay True; decoder_replay_cudagraph_capture_sizes multiples of
 # the sliding window: vllm 0.32.0 wheel (PyPI), vllm/config/compilation.py); their share of the estimate is in no log
 # the public log whose CUDA-graph estimate is transferred (k3plan/evidence/vllm_dsv4_start_logs.yaml): the only one
-# that prints vLLM's estimate for DeepSeek-V4 with the graph count it covers
+# that prints vLLM's estimate for DeepSeek-V4 with the graph count it covers. The NVIDIA figures read since (the evidence
+# file's records from inferencex-2707 on) are the graphs' memory at capture, not the estimate: InferenceX#2707 (B200
+# TP8, V4-Pro, 0.88 / 2.05 / 3.03 GiB over 9 / 37 / 60 graphs, about 0.04 GiB a graph of either mode after a 0.5 GiB
+# first capture), vllm#49390 (B300, V4-Flash DSpark 7: 4.88 GiB over 160, 0.03 a graph) and InferenceX#3321's prose
+# '~22 GiB' (GB300 TP2, V4.1-Flash, 160 graphs; the case it failed, so not transferred). They say a FULL decode graph
+# holds about what a PIECEWISE one does at capture; the estimate vLLM subtracts extrapolates the FULL graphs from its
+# second sample, at least 1 MiB a graph, which no NVIDIA log prints. Pricing the FULL graphs as PIECEWISE ones (the A6000
+# figure a graph) was scored over the logged NVIDIA V4 / V4.1 cases and not adopted: it moves vllm#51041's two H20
+# pools 0.47 GiB toward their logs (of 4.29 / 4.02 over, a remainder their gaps lay to other terms), InferenceX#3310's
+# 0.05 and #3321's c128 3.75 (of 104), but InferenceX#3216's B200 pool 0.04 away and both vllm#51454 B200 concurrencies
+# away (20.54x -> 20.30x against 20.43x, 19.58x -> 19.34x against 19.61x), the only cases whose figure pins the
+# estimate to within a percent
 TRANSFER_RECORD = "vllm-50576-a6000-tp4-piecewise"
 ESTIMATE_ENV = "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS"
 # From 0.26.0 the worker profiles the graphs on ROCm too: Worker.determine_available_memory calls
@@ -340,6 +410,50 @@ def breakable_graphs(*, v41: bool, vendor: str, release: tuple[int, int, int] | 
     return vendor == "nvidia" or release < BREAKABLE_ROCM_V4_UNTIL
 
 
+# Model Runner V2 (vllm/v1/worker/gpu/model_runner.py GPUModelRunner.profile_cudagraph_memory) returns 0 before 0.29.0
+# ('NOTE(woosuk): It is TBD whether we keep this API or not', read in the 0.25.0, 0.26.0, 0.27.0 and 0.28.0 wheels),
+# so the worker subtracts no graph estimate for a command it runs; from 0.29.0 it profiles them
+# (v1/worker/gpu/cudagraph_utils.py profile_cudagraph_memory: the PIECEWISE, encoder and speculator graphs measured,
+# the FULL graphs extrapolated from two samples at least 1 MiB a graph; read in the 0.29.0, 0.30.0, 0.31.0 and 0.33.0
+# wheels). InferenceX#2707's three B200 points agree: the graphs grew 2.15 GiB at capture, the KV cache stayed 23.56
+# GiB (k3plan/evidence/vllm_dsv4_start_logs.yaml). Which runner (VllmConfig.use_v2_model_runner, 0.25.0-0.28.0
+# wheels): VLLM_USE_V2_MODEL_RUNNER where set (envs.maybe_convert_bool: int, then bool); else DSpark (forced: 'DSpark
+# is implemented only by the V2 GPU model runner'); else, in 0.28.0, DeepseekV4ForCausalLM on CUDA
+# (DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES; ROCm's default_v2_model_runner_architectures drops it; 0.25.0-0.27.0 list
+# no DeepSeek-V4) unless a feature V2 lacks sends it to V1 (_get_v2_model_runner_unsupported_features: of what k3plan
+# reads, an ngram drafter; sequence parallelism and stock torch.compile are not read)
+V2_ENV = "VLLM_USE_V2_MODEL_RUNNER"
+V2_PROFILED_FROM = (0, 29, 0)
+V2_V4_DEFAULT_FROM = (0, 28, 0)
+V2_SOURCE = (
+    "vllm 0.25.0-0.28.0 wheels (PyPI) vllm/v1/worker/gpu/model_runner.py GPUModelRunner.profile_cudagraph_memory "
+    "(returns 0), vllm/config/vllm.py VllmConfig.use_v2_model_runner; profiled from the 0.29.0 wheel "
+    "(v1/worker/gpu/cudagraph_utils.py profile_cudagraph_memory)"
+)
+
+
+def v2_unprofiled(
+    *, spec_method: str | None, v41: bool, vendor: str, release: tuple[int, int, int] | None, env: dict[str, str]
+) -> str | None:
+    """Why Model Runner V2 runs the command before it profiled its graphs (``V2_PROFILED_FROM``, comment above), or
+    None: V1 runs it, or the release profiles them. ``release`` None: the code this module cites (before 0.28.0)."""
+    if release is not None and release >= V2_PROFILED_FROM:
+        return None
+    if V2_ENV in env:
+        try:
+            on = bool(int(env[V2_ENV].strip()))
+        except ValueError:
+            raise K3PlanError(f"--serve: {V2_ENV}={env[V2_ENV]!r}: vLLM reads it as a whole number (0 or 1)") from None
+        return f"{V2_ENV}={env[V2_ENV].strip()}" if on else None
+    if spec_method == "dspark":
+        return "DSpark, which runs on Model Runner V2 only"
+    if release is not None and release >= V2_V4_DEFAULT_FROM and vendor == "nvidia" and not v41:
+        if spec_method == "ngram":
+            return None
+        return "DeepSeek-V4 on CUDA, a default Model Runner V2 architecture in 0.28.0"
+    return None
+
+
 # ROCm's graph memory: the one public figure for the DeepSeek-V4 family (the evidence file's last record), PIECEWISE
 # and FULL by mode, transferred by each mode's graph count where a ROCm release profiles the graphs
 ROCM_TRANSFER_RECORD = "inferencex-3068-mi355x-tp4-dspark"
@@ -356,17 +470,28 @@ def serve_estimate(
     num_speculative_tokens: int = 0,
     release: tuple[int, int, int] | None = None,
     v41: bool = False,
+    spec_method: str | None = None,
+    hardware: str = "",
 ) -> CudagraphEstimate | None:
     """The estimate vLLM's GPU worker subtracts for a serve command's graphs, or None where k3plan has no evidence
     to price it (a model other than DeepSeek-V4: no public log prints its estimate; the pool's source says so).
     ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0`` turns the subtraction off (gpu_worker.py). On ROCm the worker
     profiles graphs from 0.26.0 (``ROCM_PROFILED_FROM``); ``release`` None: the code this module cites (c621af16,
-    before it), so none."""
+    before it), so none. ``spec_method``: the command's drafter (``v2_unprofiled``: DSpark runs on Model Runner V2,
+    which subtracts no estimate before 0.29.0)."""
     if read is None or not dsv4:
         return None
     if env.get(ESTIMATE_ENV, "1").strip() in ("0", "false", "False"):
         return CudagraphEstimate(
             bytes=0, high_bytes=0, source=f"0: {ESTIMATE_ENV}=0, the estimate is not subtracted ({CUDAGRAPH_SOURCE})"
+        )
+    v2 = v2_unprofiled(spec_method=spec_method, v41=v41, vendor=vendor, release=release, env=env)
+    if v2 is not None and read.mode != "NONE":
+        return CudagraphEstimate(
+            bytes=0,
+            high_bytes=0,
+            source=f"0: Model Runner V2 runs the command ({v2}), and before 0.29.0 its profile_cudagraph_memory "
+            f"returns 0, so the worker subtracts no graph estimate ({V2_SOURCE})",
         )
     import yaml
 
@@ -378,6 +503,8 @@ def serve_estimate(
         max_num_batched_tokens=max_num_batched_tokens,
         num_speculative_tokens=num_speculative_tokens,
         read=read,
+        ceiling=default_ceiling(hardware=hardware, release=release),
+        release=release,
     )
     rocm_profiled = vendor != "nvidia" and release is not None and release >= ROCM_PROFILED_FROM
     captured = breakable_graphs(v41=v41, vendor=vendor, release=release, env=env)

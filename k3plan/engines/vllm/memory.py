@@ -816,7 +816,9 @@ def engine_sizing(
             "sizes of each cudagraph mode (the first capture + (n - 1) x the second, at least 1 MiB a graph); the public "
             "logs that print either (vllm-project/vllm#10511, #12126, #50576) are other versions and GPUs",
         )
-        if cudagraph is not None and cudagraph.bytes:
+        if cudagraph is not None and (cudagraph.bytes or cudagraph.source.startswith("0: Model Runner V2")):
+            # a priced estimate, or none because Model Runner V2 subtracts none (engines/vllm/cudagraph.py
+            # v2_unprofiled): its source says which
             non_torch = Figure(
                 cudagraph.bytes,
                 f"{cudagraph.source}; the non-torch increase itself {non_torch.source}",
