@@ -496,6 +496,10 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
     if q.decode_graph_bs is not None or q.decode_graph_cap is not None or q.decode_graph_off:
         # SGLang's decode graphs as the command sets them: what its derived fraction reserves (Stack.with_decode_graph)
         opts["decode_graph"] = (q.decode_graph_bs, q.decode_graph_cap, q.decode_graph_off)
+    if q.prefill_backend is not None or q.prefill_conditions:
+        # SGLang's prefill graph as the command sets it: whether its derived fraction reserves for it
+        # (Stack.with_prefill_graph, engines/sglang/prefill_graph.py)
+        opts["prefill_graph"] = (q.prefill_backend, q.prefill_conditions)
     pad_rule = engine_rules(q.stack).expert_shard_pad
     if pad_rule is not None and hw.kind == "gpu" and not q.expert_parallel and model.spec.moe is not None:
         # without expert parallelism the engine TP-splits every expert over the flattened TP x DP ranks and pads a

@@ -54,6 +54,7 @@ def setup_from(
     vision_whole=False,
     lm_head_whole_tp=None,
     decode_graph=None,
+    prefill_graph=None,
     engram=None,
     engram_host_copies=None,
 ):
@@ -85,6 +86,7 @@ def setup_from(
         vision_whole=vision_whole,
         lm_head_whole_tp=lm_head_whole_tp,
         decode_graph=decode_graph,
+        prefill_graph=prefill_graph,
         engram=engram,
         engram_host_copies=engram_host_copies,
     )

@@ -713,6 +713,9 @@ class ServeQuestion:
     decode_graph_bs: int | None = None
     decode_graph_cap: int | None = None
     decode_graph_off: bool = False  # SGLang's decode CUDA graphs off (Stack.decode_graph_off)
+    # SGLang's prefill graph as the command sets it (Stack.prefill_backend, prefill_conditions)
+    prefill_backend: str | None = None
+    prefill_conditions: tuple[str, ...] = ()
     page_size: int | None = None  # SGLang's --page-size as given (None: its default, 1)
     # SGLang's --swa-full-tokens-ratio as given (None: its default; DeepSeek-V4: engines/sglang/dsv4_pool.py)
     swa_full_tokens_ratio: float | None = None
@@ -1014,6 +1017,8 @@ def parse_serve(
         decode_graph_bs=r.decode_graph_bs,
         decode_graph_cap=r.decode_graph_cap,
         decode_graph_off=r.decode_graph_off,
+        prefill_backend=r.prefill_backend,
+        prefill_conditions=r.prefill_conditions,
         page_size=r.page_size,
         swa_full_tokens_ratio=r.swa_ratio,
         swa_prefix_tails=r.swa_prefix_tails,

@@ -143,6 +143,10 @@ class Reading:
     decode_graph_bs: int | None = None
     decode_graph_cap: int | None = None
     decode_graph_off: bool = False  # SGLang's decode CUDA graphs switched off (engines/sglang/serve.py decode_graph)
+    # SGLang's prefill graph as the command sets it: the backend it locks and what else it runs that the rule reads
+    # (engines/sglang/serve.py prefill_graph_flags, engines/sglang/prefill_graph.py); None / (): the engine's own
+    prefill_backend: str | None = None
+    prefill_conditions: tuple[str, ...] = ()
     page_size: int | None = None  # SGLang's --page-size: the pool's page
     swa_ratio: float | None = None  # SGLang's --swa-full-tokens-ratio (DeepSeek-V4's sub-pools)
     swa_prefix_tails: int | None = None  # SGLang's --swa-prefix-tails (DeepSeek-V4.1's sliding-window pool in cap mode)

@@ -120,7 +120,8 @@ BY_RELEASE_RULES: tuple[tuple[tuple[str, ...], str], ...] = (
         "the default mem_fraction_static and chunked_prefill_size before 0.5.3 are the release's own (a table by "
         "parallel size to 0.4.7, a flat reserve by GPU class from 0.4.8: engines/sglang/fraction_eras.py); the derived "
         "mem_fraction_static reserves DeepEP's buffers from 0.5.14 (DEEPEP_RESERVE_FROM) and for a default decode graph batch capped at --max-running-requests "
-        "from 0.5.22 (GRAPH_CAP_FROM); k3plan's other SGLang rules are the code each cites, and what changed in "
+        "from 0.5.22 (GRAPH_CAP_FROM), and for the prefill CUDA graph where the release captures one for the model "
+        "(from 0.5.10 on NVIDIA GPUs: 1.5 GiB for an MLA model, engines/sglang/prefill_graph.py); k3plan's other SGLang rules are the code each cites, and what changed in "
         "0.4.x-0.5.23 without being priced is listed in engines/sglang/releases.py (NOT_PRICED)",
     ),
 )
@@ -133,9 +134,11 @@ NOT_PRICED = (
     "embedding whole on every GPU under DP attention; in the 0.4.9.post2 wheel, layers/moe/ep_moe/layer.py "
     "Fp8EPMoEMethod.process_weights_after_loading's ROCm copies of the FP8 experts): priced as the newest release holds them",
     "0.5.3-0.5.11: the reserve derivation's GPU classes below 35 GiB (chunked_prefill_size 2048, cuda_graph_max_bs "
-    "16 / 24 at TP < 4 and 80; none of k3plan's GPUs) and the piecewise CUDA graph's reserve (0.5.6-0.5.9 under "
-    "--enable-piecewise-cuda-graph only; from 0.5.10 unless disabled, 1.5 GiB for an MLA model: sglang 0.5.10 wheel "
-    "server_args.py _handle_gpu_memory_settings, _handle_piecewise_cuda_graph), priced as the stack's derivation",
+    "16 / 24 at TP < 4 and 80; none of k3plan's GPUs), priced as the stack's derivation",
+    "0.5.6-0.5.9: the piecewise CUDA graph's reserve under --enable-piecewise-cuda-graph, opt-in there "
+    "(piecewise_cuda_graph_max_tokens // 4 after the floor in 0.5.6-0.5.7, len(piecewise_cuda_graph_tokens) x 8 "
+    "before it in 0.5.8-0.5.9: sglang wheels server_args.py _handle_gpu_memory_settings); from 0.5.10 the default "
+    "prefill graph is priced (engines/sglang/prefill_graph.py)",
     "0.5.21: DeepSeek-V4's pool in the opt-in layouts and modes (--dsv4-attn-backend trtllm's uniform FP8 pages, "
     "SGLANG_DSV4_KV_LAYOUT v41, HiSparse, encoder SWA bounded replay; k3plan refuses the flags and variables "
     "unread)",
