@@ -739,6 +739,9 @@ class ServeQuestion:
     # the LM head split over the engine's whole TP group under DP attention, where the command runs it so (a Cite of
     # the engine's code: Stack.with_lm_head_whole_tp); None: the stack's own rule
     lm_head_whole_tp: Any = None
+    # the shared experts whole on every device where the engine fuses them into the routed MoE as tp_size clones (a
+    # Cite: Stack.with_shared_expert_whole; SGLang 0.4.6); None: the stack's own split
+    shared_expert_whole: Any = None
 
     @property
     def stack_ref(self) -> str:
@@ -1028,6 +1031,7 @@ def parse_serve(
         symm_mem_source=r.symm_mem_source,
         dcp=r.dcp,
         lm_head_whole_tp=r.lm_head_whole_tp,
+        shared_expert_whole=r.shared_expert_whole,
         release=release,
         release_default=release_default,
     )

@@ -124,6 +124,9 @@ class Reading:
     # where the engine splits the LM head over its whole TP group under DP attention (a Cite of the code; the family's
     # reader: engines/sglang/serve.py dp_lm_head); None: the stack's own rule
     lm_head_whole_tp: Any = None
+    # SGLang 0.4.6's shared expert fused into the routed MoE as tp_size clones, one whole a GPU (a Cite:
+    # Stack.with_shared_expert_whole; engines/sglang/serve.py shared_fusion); None: the stack's own split
+    shared_expert_whole: Any = None
     kv_raw: str = "auto"
     engram: str | None = None
     engram_host_copies: str | None = None  # vLLM's dp_shared_memory: "node" (None: the engine's default)

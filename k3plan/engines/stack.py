@@ -651,6 +651,17 @@ class Stack(Spec):
         cited = {**sh.cite, "role:lm_head": cite} if sh.cite else {}
         return updated(self, lm_head_whole_tp=True, sharding=updated(sh, role_overrides=overrides, cite=cited))
 
+    def with_shared_expert_whole(self, cite: Cite | None) -> Stack:
+        """The stack with the shared experts whole on every device (the ``shared_expert`` role's override ``mlp:
+        null``, cited by ``cite``, where the engine holds them so: SGLang 0.4.6's tp_size clones fused into the routed
+        MoE); None: as it is."""
+        if cite is None:
+            return self
+        sh = self.sharding
+        overrides = {**sh.role_overrides, "shared_expert": {**sh.role_overrides.get("shared_expert", {}), "mlp": None}}
+        cited = {**sh.cite, "role:shared_expert": cite} if sh.cite else {}
+        return updated(self, sharding=updated(sh, role_overrides=overrides, cite=cited))
+
     def with_expert_pad(self, pad: tuple[int, int, str] | None) -> Stack:
         """The stack with its TP-split expert shards padded by ``pad`` (``expert_pad``: num / den of the even share,
         and why); None: as it is."""

@@ -74,6 +74,25 @@ SWA_FLOOR_SOURCE = (
     "swa_tokens); the same in the 0.5.23 wheel"
 )
 
+# DeepSeek-V3's shared expert fused into the routed MoE as tp_size clones (n_share_experts_fusion = tp_size): each clone
+# is one more routed expert, TP-split (or whole on an EP rank), so every GPU holds one whole shared expert a MoE layer,
+# not 1/tp of it. 0.4.6-0.4.6.post5 do so by default on a CUDA GPU of SM 90 and up (every NVIDIA GPU k3plan has) for
+# DeepseekV3ForCausalLM with 256 routed experts, without --enable-deepep-moe; from 0.4.7 one copy is fused
+# (num_fused_shared_experts = n_shared_experts, 1: TP-split as k3plan holds it). The 0.4.5 wheel fuses none by default
+# (its model fuses tp_size only where n_share_experts_fusion is None, and ServerArgs defaults it to 0); 0.4.5.post3
+# fuses as 0.4.6 does, but k3plan reads a post-release as its release (fraction_eras.py)
+SHARED_CLONES_FROM: Release = (0, 4, 6)
+SHARED_ONE_FROM: Release = (0, 4, 7)
+SHARED_CLONES_SOURCE = (
+    "sglang 0.4.6, 0.4.6.post1-0.4.6.post5 wheels (PyPI), sglang/srt/models/deepseek_v2.py DeepseekV2ForCausalLM."
+    "determine_n_share_experts_fusion (n_share_experts_fusion 0, ServerArgs' default: tp_size where "
+    "torch.cuda.get_device_capability() >= (9, 0), architectures[0] == 'DeepseekV3ForCausalLM', n_routed_experts == "
+    "256 and not enable_deepep_moe; 0.4.6.post4-0.4.6.post5 also _is_cuda), DeepseekV2MoE.__init__ (FusedMoE "
+    "num_experts = n_routed_experts + n_share_experts_fusion; no DeepseekV2MLP shared_experts then), load_weights "
+    "('Cloning {n_share_experts_fusion} replicas of the shared expert into MoE'); the 0.4.7 wheel's "
+    "determine_num_fused_shared_experts sets num_fused_shared_experts = n_shared_experts (1) and asserts 1"
+)
+
 # --enable-symm-mem's symmetric-memory pool: from 0.5.11 ServerArgs sets SGLANG_SYMM_MEM_PREALLOC_GB_SIZE to 4 where
 # the flag is on and the variable unset, after mem_fraction_static is derived (nothing of the fraction is reserved
 # for it), and each GPU's target worker (not a draft worker) allocates that many GiB through the NCCL allocator
@@ -104,6 +123,11 @@ BY_RELEASE_RULES: tuple[tuple[tuple[str, ...], str], ...] = (
         "the state (mamba) pool holds a padding slot from 0.5.17 (engines/sglang/releases.py MAMBA_PAD_FROM)",
     ),
     (
+        ("deepseek-v3", "deepseek-r1"),
+        "DeepSeek-V3's shared expert is held whole on every GPU in 0.4.6, fused into the routed MoE as tp_size clones on "
+        "NVIDIA without DP attention (SHARED_CLONES_FROM), TP-split from 0.4.7 (SHARED_ONE_FROM)",
+    ),
+    (
         ("kimi-k2.6",),
         "a multimodal model's KV budget leaves out its 100 MiB embedding cache from 0.5.18 (MM_RESERVE_FROM)",
     ),
@@ -130,9 +154,11 @@ BY_RELEASE_RULES: tuple[tuple[tuple[str, ...], str], ...] = (
 # what changed in the releases read that k3plan does not price yet, each with the release it changed in
 NOT_PRICED = (
     "0.4.x-0.5.11: the weights' layouts of those releases (as read in the 0.4.6.post2 wheel, models/deepseek_v2.py: "
-    "DeepSeek-V3's shared experts fused into the routed MoE as tp_size copies on SM90, n_share_experts_fusion, and the "
-    "embedding whole on every GPU under DP attention; in the 0.4.9.post2 wheel, layers/moe/ep_moe/layer.py "
-    "Fp8EPMoEMethod.process_weights_after_loading's ROCm copies of the FP8 experts): priced as the newest release holds them",
+    "the embedding whole on every GPU under DP attention; in the 0.4.9.post2 wheel, layers/moe/ep_moe/layer.py "
+    "Fp8EPMoEMethod.process_weights_after_loading's ROCm copies of the FP8 experts): priced as the newest release "
+    "holds them. DeepSeek-V3's shared expert cloned tp_size times is priced for 0.4.6 on NVIDIA (SHARED_CLONES_FROM); "
+    "not on an AMD GPU, where 0.4.6-0.4.6.post3 clone it (gfx94x / gfx95x report capability >= (9, 0)) and "
+    "0.4.6.post4-0.4.6.post5 do not (_is_cuda), nor under --n-share-experts-fusion in 0.4.5",
     "0.5.3-0.5.11: the reserve derivation's GPU classes below 35 GiB (chunked_prefill_size 2048, cuda_graph_max_bs "
     "16 / 24 at TP < 4 and 80; none of k3plan's GPUs), priced as the stack's derivation",
     "0.5.6-0.5.9: the piecewise CUDA graph's reserve under --enable-piecewise-cuda-graph, opt-in there "

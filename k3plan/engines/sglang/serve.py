@@ -28,6 +28,9 @@ from k3plan.engines.sglang.prefill_graph import CONFIG_FROM as PREFILL_TC_UNTIL_
 from k3plan.engines.sglang.releases import (
     GRAPH_CAP_FROM,
     NEWEST_RELEASE,
+    SHARED_CLONES_FROM,
+    SHARED_CLONES_SOURCE,
+    SHARED_ONE_FROM,
     SYMM_PREALLOC_ENV,
     SYMM_PREALLOC_FROM,
     SYMM_PREALLOC_GIB,
@@ -594,6 +597,7 @@ def read(r: Reading) -> None:
     fp4_indexer(r)
     symm_mem(r)
     prefill_conditions(r)  # after speculative decoding, --dcp-size and --enable-symm-mem are read
+    shared_fusion(r)  # after DP attention and the all-to-all are read
     v41_vision(r)  # after the split and the all-to-all are read
     # flags that change the pool in ways k3plan does not price: refused with what they do, never priced as without
     refuse_unpriced(get, UNPRICED, "SGLang")
@@ -843,6 +847,43 @@ def prefill_conditions(r: Reading) -> None:
         if _on(value):
             got.add(name)
     r.prefill_conditions = tuple(sorted(got))
+
+
+# the models whose checkpoint is DeepseekV3ForCausalLM with 256 routed experts (bundled names, by prefix): what
+# 0.4.6's determine_n_share_experts_fusion fuses (Kimi-K2's 384 experts are not)
+SHARED_CLONE_MODELS = ("deepseek-v3", "deepseek-r1")
+SHARED_CLONES = Cite(
+    holds="SGLang 0.4.6 fuses DeepSeek-V3's shared expert into the routed MoE as tp_size clones (n_share_experts_fusion "
+    "= tp_size), each TP-split like a routed expert: one whole shared expert a GPU, not 1/tp",
+    sources=(
+        Source(
+            repo=SGLANG,
+            file="python/sglang/srt/models/deepseek_v2.py",
+            symbol="DeepseekV2ForCausalLM.determine_n_share_experts_fusion, DeepseekV2MoE.__init__, load_weights",
+            note=SHARED_CLONES_SOURCE,
+        ),
+    ),
+)
+
+
+def shared_fusion(r: Reading) -> None:
+    """DeepSeek-V3's shared expert as SGLang 0.4.6 holds it (engines/sglang/releases.py SHARED_CLONES_FROM): cloned
+    tp_size times into the routed MoE on an NVIDIA GPU (SM 90 and up: every one k3plan has) without DP attention (the
+    dp-attention stack holds the shared experts whole already) or an all-to-all backend: whole on every GPU
+    (``Reading.shared_expert_whole``); on an AMD GPU a caveat (the 0.4.6 post-releases disagree there)."""
+    if r.release is None or not (SHARED_CLONES_FROM <= r.release < SHARED_ONE_FROM) or r.dp_attention:
+        return
+    model = r.resolve(r.model) if r.model and r.resolve is not None else ""
+    if not model.startswith(SHARED_CLONE_MODELS) or r.options.get("moe_a2a_backend", SGLANG_A2A_DEFAULT) != "none":
+        return
+    if r.device_name.startswith("nvidia-"):
+        r.shared_expert_whole = SHARED_CLONES
+    elif r.device_name.startswith("amd-"):
+        r.caveats.append(
+            f"SGLang {release_text(r.release)} on an AMD GPU: 0.4.6-0.4.6.post3 clone DeepSeek-V3's shared expert "
+            "tp_size times into the routed MoE (one whole a GPU), 0.4.6.post4-0.4.6.post5 do not; k3plan splits it "
+            f"1/tp ({SHARED_CLONES_SOURCE})"
+        )
 
 
 # ServerArgs flags with a memory effect k3plan does not model (python/sglang/srt/server_args.py)
