@@ -151,7 +151,7 @@ class Engine:
     # none (SGLang before 0.5.3: engines/sglang/fraction_eras.py era_fraction); None from the release: the stack's
     release_fraction: Optional[Callable[..., Optional[tuple[float, str]]]] = None
     # a term of the stack's derived reserve (AutoFraction: "deepep") -> the first release whose engine reserves it; a
-    # question read as an earlier release leaves it out (SGLang's DeepEP buffers from 0.5.14: engines/sglang/releases.py
+    # question read as an earlier release leaves it out (SGLang's DeepEP buffers from 0.5.15: engines/sglang/releases.py
     # DEEPEP_RESERVE_FROM)
     reserve_terms_from: dict[str, tuple[int, int, int]] = field(default_factory=dict)
     # (release, model_type=, cuda=, dp_attention=, a2a=, pp=, backend=, conditions=) -> whether the engine captures a

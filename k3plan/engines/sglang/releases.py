@@ -56,13 +56,14 @@ GRAPH_CAP_SOURCE = (
 )
 
 # DeepEP's all-to-all buffers in the derived mem_fraction_static (2 GiB on top of the floor where the decode graphs
-# are captured and --moe-a2a-backend is deepep): from 0.5.14; 0.5.3-0.5.13 reserve nothing for them
-DEEPEP_RESERVE_FROM: Release = (0, 5, 14)
+# are captured and --moe-a2a-backend is deepep): from 0.5.15; 0.5.3-0.5.14 reserve nothing for them (0.5.14's
+# _handle_gpu_memory_settings ends at the floor: read in that wheel, where k3plan had put the term's first release)
+DEEPEP_RESERVE_FROM: Release = (0, 5, 15)
 DEEPEP_RESERVE_SOURCE = (
-    "sglang 0.5.14 and 0.5.15 wheels (PyPI), sglang/srt/server_args.py ServerArgs._handle_gpu_memory_settings ('DeepEP "
+    "sglang 0.5.15 wheel (PyPI), sglang/srt/server_args.py ServerArgs._handle_gpu_memory_settings ('DeepEP "
     "all-to-all buffers captured in the decode graph are real extra allocations': reserved_mem += 2 * 1024 after the "
     "10 GiB floor), 0.5.16-0.5.18 ServerArgs.reserve_for_deepep_a2a_mb, 0.5.19-0.5.23 arg_groups/memory_hook.py; none "
-    "in the 0.5.3-0.5.13 wheels' _handle_gpu_memory_settings"
+    "in the 0.5.3-0.5.14 wheels' _handle_gpu_memory_settings"
 )
 
 # DeepSeek-V4's sliding-window pool must hold one request's admission floor: from 0.5.20 SGLang refuses at start a
@@ -143,7 +144,7 @@ BY_RELEASE_RULES: tuple[tuple[tuple[str, ...], str], ...] = (
         (),
         "the default mem_fraction_static and chunked_prefill_size before 0.5.3 are the release's own (a table by "
         "parallel size to 0.4.7, a flat reserve by GPU class from 0.4.8: engines/sglang/fraction_eras.py); the derived "
-        "mem_fraction_static reserves DeepEP's buffers from 0.5.14 (DEEPEP_RESERVE_FROM) and for a default decode graph batch capped at --max-running-requests "
+        "mem_fraction_static reserves DeepEP's buffers from 0.5.15 (DEEPEP_RESERVE_FROM) and for a default decode graph batch capped at --max-running-requests "
         "from 0.5.22 (GRAPH_CAP_FROM), and for the prefill CUDA graph where the release captures one for the model "
         "(from 0.5.10 on NVIDIA GPUs: 1.5 GiB for an MLA model, engines/sglang/prefill_graph.py); k3plan's other SGLang rules are the code each cites, and what changed in "
         "0.4.x-0.5.23 without being priced is listed in engines/sglang/releases.py (NOT_PRICED)",
