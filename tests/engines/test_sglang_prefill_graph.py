@@ -69,6 +69,11 @@ def test_what_turns_the_prefill_graph_off():
     assert not _on("0.5.10", "deepseek_v3", conditions=frozenset({"speculative"}))
     assert _on("0.5.11", "deepseek_v3", conditions=frozenset({"speculative"}))
     assert not _on("0.5.12", "deepseek_v3", conditions=frozenset({"symm_mem"}))
+    # PD disaggregation: tc_piecewise off (0.5.10-0.5.14); from 0.5.15 a decode worker reserves no prefill graph
+    # (reserve_for_graph_mb: disaggregation_mode != "decode"), a prefill worker its breakable one
+    assert not _on("0.5.12", "deepseek_v3", conditions=frozenset({"pd_prefill"}))
+    assert not _on("0.5.23", "deepseek_v3", conditions=frozenset({"pd_decode"}))
+    assert _on("0.5.23", "deepseek_v3", conditions=frozenset({"pd_prefill"}))
     # a locked backend skips every rule
     assert _on("0.5.15", "deepseek_v3", backend="breakable")
     assert not _on("0.5.23", "deepseek_v3", backend="disabled")

@@ -105,7 +105,9 @@ MODELS: dict[str, SglModel] = {
 }
 
 # what a command runs that one of the rules reads (engines/sglang/serve.py prefill_graph_flags)
-CONDITIONS = frozenset({"speculative", "symm_mem", "torch_compile", "hicache", "two_batch_overlap", "dcp"})
+CONDITIONS = frozenset(
+    {"speculative", "symm_mem", "torch_compile", "hicache", "two_batch_overlap", "dcp", "pd_prefill", "pd_decode"}
+)
 # the explicit prefill backends a command can lock (cuda_graph_config.py Backend)
 BACKENDS = frozenset({"disabled", "breakable", "tc_piecewise", "full"})
 
@@ -144,6 +146,10 @@ def prefill_graph(
     if model is None:
         return None
     rel = release_text(release)
+    if "pd_decode" in conditions and release >= FIRST:
+        # a disaggregated decode worker: tc_piecewise off under PD disaggregation (0.5.10-0.5.14), and from 0.5.15
+        # reserve_for_graph_mb counts no prefill graph where disaggregation_mode is decode
+        return PrefillGraph(False, False, f"no prefill graph reserved on a disaggregated decode worker in {rel}")
     if release < FIRST:
         return PrefillGraph(
             False, False, f"SGLang {rel} captures no prefill graph unless asked (from 0.5.10 by default)"
@@ -209,6 +215,7 @@ def _tc(
         ("--enable-symm-mem", "symm_mem" in conditions),
         ("--enable-torch-compile", "torch_compile" in conditions),
         ("HiCache", "hicache" in conditions),
+        ("PD disaggregation", "pd_prefill" in conditions),
         ("--dcp-size > 1", "dcp" in conditions and release >= PP_OFF_FROM),
     ]
     why = next((name for name, hit in off if hit), None)

@@ -842,6 +842,10 @@ def prefill_conditions(r: Reading) -> None:
         got.add("symm_mem")
     if r.dcp > 1:
         got.add("dcp")
+    # a disaggregated worker's role (still listed as ignored: its decode-graph terms are not priced either)
+    mode = (r.flags.get("--disaggregation-mode") or "null").lower()
+    if mode in ("prefill", "decode"):
+        got.add(f"pd_{mode}")
     for flag, name in PREFILL_CONDITION_FLAGS:
         value = r.get(flag, None) if derived else r.flags.get(flag)
         if _on(value):
