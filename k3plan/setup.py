@@ -128,7 +128,9 @@ def make_setup(
     expert_pad: Optional[tuple[int, int, str]] = None,
     vision_whole: bool = False,
     lm_head_whole_tp: Optional[Cite] = None,
+    shared_expert_whole: Optional[Cite] = None,
     decode_graph: Optional[tuple[Optional[int], Optional[int], bool]] = None,
+    prefill_graph: Optional[tuple[Optional[str], tuple[str, ...]]] = None,
     engram: Optional[str] = None,
     engram_host_copies: Optional[str] = None,
     pick_topology: Optional[Callable[..., Topology]] = None,
@@ -144,7 +146,9 @@ def make_setup(
     (``Stack.with_expert_pad``); ``vision_whole``: the engine builds the vision tower whole on every device
     (``Stack.with_vision_whole``); ``lm_head_whole_tp``: the engine splits the LM head over its whole TP group, every
     device of a stage, where it holds it so (the cite; ``Stack.with_lm_head_whole_tp``); ``decode_graph``: SGLang's decode CUDA-graph batch as a serve command sets it and
-    its release's cap on the default (``Stack.with_decode_graph``). ``engram``: where DeepSeek-V4.1's Engram tables
+    its release's cap on the default (``Stack.with_decode_graph``); ``shared_expert_whole``: the engine holds
+    the shared experts whole on every device (the cite; ``Stack.with_shared_expert_whole``); ``prefill_graph``: SGLang's prefill backend as a serve
+    command locks it and what else it runs that the engine's prefill-graph rule reads (``Stack.with_prefill_graph``). ``engram``: where DeepSeek-V4.1's Engram tables
     live, "hbm" or "host", and ``engram_host_copies`` how many copies a host holds in host memory, "replica" or "node"
     (``Stack.with_engram``; None: the engine's default)."""
     m = load_model(model)
@@ -167,7 +171,9 @@ def make_setup(
         .with_expert_pad(expert_pad)
         .with_vision_whole(vision_whole)
         .with_lm_head_whole_tp(lm_head_whole_tp)
+        .with_shared_expert_whole(shared_expert_whole)
         .with_decode_graph(*(decode_graph or (None, None, False)))
+        .with_prefill_graph(*(prefill_graph or (None, ())))
         .with_engram(engram, engram_host_copies)
     )
     if kv_dtype is None and (why_kv := engine_kv_note(m, st)) is not None:

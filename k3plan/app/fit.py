@@ -493,9 +493,17 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
     # the LM head over the engine's whole TP group under DP attention, where the command runs it so: a role override of
     # the budget's sharding (Stack.lm_head_whole_tp), so the budget, the engine's sizing and the step read one split
     opts["lm_head_whole_tp"] = q.lm_head_whole_tp
+    # the shared experts whole on every device where the engine clones them into the routed MoE (SGLang 0.4.6:
+    # Stack.with_shared_expert_whole), so the budget's weights and the engine's sizing read one figure
+    if q.shared_expert_whole is not None:
+        opts["shared_expert_whole"] = q.shared_expert_whole
     if q.decode_graph_bs is not None or q.decode_graph_cap is not None or q.decode_graph_off:
         # SGLang's decode graphs as the command sets them: what its derived fraction reserves (Stack.with_decode_graph)
         opts["decode_graph"] = (q.decode_graph_bs, q.decode_graph_cap, q.decode_graph_off)
+    if q.prefill_backend is not None or q.prefill_conditions:
+        # SGLang's prefill graph as the command sets it: whether its derived fraction reserves for it
+        # (Stack.with_prefill_graph, engines/sglang/prefill_graph.py)
+        opts["prefill_graph"] = (q.prefill_backend, q.prefill_conditions)
     pad_rule = engine_rules(q.stack).expert_shard_pad
     if pad_rule is not None and hw.kind == "gpu" and not q.expert_parallel and model.spec.moe is not None:
         # without expert parallelism the engine TP-splits every expert over the flattened TP x DP ranks and pads a

@@ -53,7 +53,9 @@ def setup_from(
     expert_pad=None,
     vision_whole=False,
     lm_head_whole_tp=None,
+    shared_expert_whole=None,
     decode_graph=None,
+    prefill_graph=None,
     engram=None,
     engram_host_copies=None,
 ):
@@ -84,7 +86,9 @@ def setup_from(
         expert_pad=expert_pad,
         vision_whole=vision_whole,
         lm_head_whole_tp=lm_head_whole_tp,
+        shared_expert_whole=shared_expert_whole,
         decode_graph=decode_graph,
+        prefill_graph=prefill_graph,
         engram=engram,
         engram_host_copies=engram_host_copies,
     )

@@ -3,7 +3,7 @@ configuration earns whatever its budget, and its notes. Text only: budget/fit.py
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 from k3plan.budget.result import Provenance
 from k3plan.engines.flags import engine_offers_kv
@@ -135,8 +135,7 @@ def provenance(
                 if reserve_fraction >= 1
                 else ""
             )
-            + f"({reserve_auto.source.text()}; prefill graph "
-            f"{'on' if reserve_auto.prefill_graph else 'off'}: {reserve_auto.prefill_graph_source.text()})"
+            + f"({reserve_auto.source.text()}; {_prefill_graph_text(stack, reserve_auto, hw, par.pp)})"
         )
         + (
             f"; the engine runs the temporaries out of it (kv_pool {stack.kv_pool.method}), so only what they "
@@ -255,4 +254,22 @@ def _kv_values_text(spec: ModelSpec, stack: Stack) -> str:
     return (
         f"{values} values (kv_lora {spec.mla.kv_lora_rank} and rope {spec.mla.qk_rope_head_dim} padded to multiples "
         f"of {lay.latent_align} and {lay.rope_align}: {src.repo} {src.file} {src.symbol.split(' (')[0]})"
+    )
+
+
+def _prefill_graph_text(stack: Any, auto: Any, hw: Any, pp: int) -> str:
+    """Whether the derived fraction counts the engine's prefill graph, and why: the engine's rule for the stack's
+    release and model (Stack.prefill_graph), else the stack's own AutoFraction.prefill_graph."""
+    got = stack.prefill_graph(vendor=hw.vendor, pp=pp)
+    if got is None:
+        return f"prefill graph {'on' if auto.prefill_graph else 'off'}: {auto.prefill_graph_source.text()}"
+    from k3plan.engines.registry import engine_rules
+
+    rule = engine_rules(stack.name).prefill_graph
+    where = getattr(rule, "__module__", "")
+    return (
+        f"prefill graph {'on' if got.on else 'off'}: {got.why}"
+        + (f" (+{auto.prefill_graph_mla_mib:g} MiB, MLA)" if got.on else "")
+        + (f" (+{auto.prefill_graph_deepep_cuda_mib:g} MiB DeepEP delta)" if got.deepep_delta else "")
+        + f" ({where.replace('.', '/')}.py)"
     )

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Literal, Optional
+from typing import Any, Callable, Literal, Optional
 
 from k3plan.engines.dsv4_layout import Dsv4Layout, EngramPlacement
 
@@ -151,9 +151,14 @@ class Engine:
     # none (SGLang before 0.5.3: engines/sglang/fraction_eras.py era_fraction); None from the release: the stack's
     release_fraction: Optional[Callable[..., Optional[tuple[float, str]]]] = None
     # a term of the stack's derived reserve (AutoFraction: "deepep") -> the first release whose engine reserves it; a
-    # question read as an earlier release leaves it out (SGLang's DeepEP buffers from 0.5.14: engines/sglang/releases.py
+    # question read as an earlier release leaves it out (SGLang's DeepEP buffers from 0.5.15: engines/sglang/releases.py
     # DEEPEP_RESERVE_FROM)
     reserve_terms_from: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+    # (release, model_type=, cuda=, dp_attention=, a2a=, pp=, backend=, conditions=) -> whether the engine captures a
+    # prefill graph before it derives its fraction (.on, .breakable, .why), which the derived reserve counts (SGLang:
+    # engines/sglang/prefill_graph.py prefill_graph); None from the hook: a model it has no reading of (the stack's
+    # own AutoFraction.prefill_graph); None: the stack's own
+    prefill_graph: Optional[Callable[..., Any]] = None
 
     def launcher_for(self, kind: str | None) -> Launcher:
         """The command family that starts the engine on a machine of ``kind`` ("tpu", "gpu"; None: ``launcher``)."""

@@ -715,6 +715,9 @@ class ServeQuestion:
     decode_graph_bs: int | None = None
     decode_graph_cap: int | None = None
     decode_graph_off: bool = False  # SGLang's decode CUDA graphs off (Stack.decode_graph_off)
+    # SGLang's prefill graph as the command sets it (Stack.prefill_backend, prefill_conditions)
+    prefill_backend: str | None = None
+    prefill_conditions: tuple[str, ...] = ()
     page_size: int | None = None  # SGLang's --page-size as given (None: its default, 1)
     # SGLang's --swa-full-tokens-ratio as given (None: its default; DeepSeek-V4: engines/sglang/dsv4_pool.py)
     swa_full_tokens_ratio: float | None = None
@@ -738,6 +741,9 @@ class ServeQuestion:
     # the LM head split over the engine's whole TP group under DP attention, where the command runs it so (a Cite of
     # the engine's code: Stack.with_lm_head_whole_tp); None: the stack's own rule
     lm_head_whole_tp: Any = None
+    # the shared experts whole on every device where the engine fuses them into the routed MoE as tp_size clones (a
+    # Cite: Stack.with_shared_expert_whole; SGLang 0.4.6); None: the stack's own split
+    shared_expert_whole: Any = None
 
     @property
     def stack_ref(self) -> str:
@@ -1016,6 +1022,8 @@ def parse_serve(
         decode_graph_bs=r.decode_graph_bs,
         decode_graph_cap=r.decode_graph_cap,
         decode_graph_off=r.decode_graph_off,
+        prefill_backend=r.prefill_backend,
+        prefill_conditions=r.prefill_conditions,
         page_size=r.page_size,
         swa_full_tokens_ratio=r.swa_ratio,
         swa_prefix_tails=r.swa_prefix_tails,
@@ -1025,6 +1033,7 @@ def parse_serve(
         symm_mem_source=r.symm_mem_source,
         dcp=r.dcp,
         lm_head_whole_tp=r.lm_head_whole_tp,
+        shared_expert_whole=r.shared_expert_whole,
         release=release,
         release_default=release_default,
     )

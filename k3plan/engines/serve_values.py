@@ -124,6 +124,9 @@ class Reading:
     # where the engine splits the LM head over its whole TP group under DP attention (a Cite of the code; the family's
     # reader: engines/sglang/serve.py dp_lm_head); None: the stack's own rule
     lm_head_whole_tp: Any = None
+    # SGLang 0.4.6's shared expert fused into the routed MoE as tp_size clones, one whole a GPU (a Cite:
+    # Stack.with_shared_expert_whole; engines/sglang/serve.py shared_fusion); None: the stack's own split
+    shared_expert_whole: Any = None
     kv_raw: str = "auto"
     engram: str | None = None
     engram_host_copies: str | None = None  # vLLM's dp_shared_memory: "node" (None: the engine's default)
@@ -143,6 +146,10 @@ class Reading:
     decode_graph_bs: int | None = None
     decode_graph_cap: int | None = None
     decode_graph_off: bool = False  # SGLang's decode CUDA graphs switched off (engines/sglang/serve.py decode_graph)
+    # SGLang's prefill graph as the command sets it: the backend it locks and what else it runs that the rule reads
+    # (engines/sglang/serve.py prefill_graph_flags, engines/sglang/prefill_graph.py); None / (): the engine's own
+    prefill_backend: str | None = None
+    prefill_conditions: tuple[str, ...] = ()
     page_size: int | None = None  # SGLang's --page-size: the pool's page
     swa_ratio: float | None = None  # SGLang's --swa-full-tokens-ratio (DeepSeek-V4's sub-pools)
     swa_prefix_tails: int | None = None  # SGLang's --swa-prefix-tails (DeepSeek-V4.1's sliding-window pool in cap mode)

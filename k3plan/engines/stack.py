@@ -169,6 +169,13 @@ class Stack(Spec):
     decode_graph_bs: Optional[int] = None
     decode_graph_cap: Optional[int] = None
     decode_graph_off: bool = False  # the decode graphs not captured: no graph or DeepEP term in the derived fraction
+    # the model's type (ModelSpec.architecture, set by for_model), which the engine's prefill-graph rule reads
+    # (Engine.prefill_graph); None: the stack's own AutoFraction.prefill_graph
+    model_type: Optional[str] = None
+    # SGLang's prefill graph as a serve command sets it: the backend it locks (engines/sglang/prefill_graph.py
+    # BACKENDS; None: the engine's resolution) and what else it runs that the rule reads (CONDITIONS)
+    prefill_backend: Optional[str] = None
+    prefill_conditions: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -281,6 +288,7 @@ class Stack(Spec):
         if era is not None:  # a release whose engine derives its fraction otherwise (Engine.release_fraction)
             return era
         deepep = self.chosen.get("moe_a2a_backend") == "deepep" and self._reserves_term("deepep")
+        prefill, prefill_deepep = self.prefill_graph_terms(vendor=vendor, pp=pp)
         frac = auto.fraction(
             gpu_bytes=usable_bytes,
             tp=tp * dp if self.dp_attention else tp,
@@ -293,10 +301,58 @@ class Stack(Spec):
             decode_bs=self.decode_graph_bs,
             decode_cap=self.decode_graph_cap,
             decode_off=self.decode_graph_off,
+            prefill=prefill,
+            prefill_deepep=prefill_deepep,
         )
         # a derived fraction <= 0 (more MiB reserved than the GPU has: a long chunk flag under DP attention) leaves
         # the engine no room at all; k3plan reserves the whole device rather than more than it (nothing fits)
         return each(lambda v: min(round(1 - v, 12), 1.0), frac)
+
+    def prefill_graph(self, *, vendor: str | None, pp: int) -> Any:
+        """The engine's prefill graph at this stack's release (``engine_release``; None: the engine's newest read),
+        model (``model_type``), vendor, DP attention, --moe-a2a-backend, ``pp`` and command (``prefill_backend``,
+        ``prefill_conditions``): the engine's rule's answer (Engine.prefill_graph: .on, .breakable, .why); None where
+        the engine has no rule or no reading of the model (the stack's own AutoFraction.prefill_graph holds)."""
+        from k3plan.engines.registry import engine_rules
+
+        rules = engine_rules(self.name)
+        if rules.prefill_graph is None or self.model_type is None:
+            return None
+        release = self.engine_release or rules.newest_release_read
+        if release is None:
+            return None
+        return rules.prefill_graph(
+            tuple(release),
+            model_type=self.model_type,
+            cuda=vendor == "nvidia",
+            dp_attention=bool(self.dp_attention),
+            a2a=str(self.chosen.get("moe_a2a_backend", "none")),
+            pp=int(pp),
+            backend=self.prefill_backend,
+            conditions=frozenset(self.prefill_conditions),
+        )
+
+    def prefill_graph_terms(self, *, vendor: str | None, pp: Any) -> tuple[Any, Any]:
+        """(whether the derived reserve counts the prefill graph, whether its DeepEP delta counts) at ``pp`` (an int or
+        a column of configurations: the rule read at each distinct value), from ``prefill_graph``; (None, None): the
+        stack's own AutoFraction.prefill_graph."""
+
+        def one(stages: int) -> tuple[bool, bool] | None:
+            got = self.prefill_graph(vendor=vendor, pp=stages)
+            return None if got is None else (bool(got.on), bool(got.deepep_delta))
+
+        if not hasattr(pp, "shape"):
+            got = one(int(pp))
+            return (None, None) if got is None else got
+        import numpy as np
+
+        values, inverse = np.unique(pp, return_inverse=True)
+        answers = [one(int(v)) for v in values]
+        if any(a is None for a in answers):
+            return None, None
+        on = np.array([a[0] for a in answers if a is not None])[inverse.reshape(pp.shape)]
+        delta = np.array([a[1] for a in answers if a is not None])[inverse.reshape(pp.shape)]
+        return on, delta
 
     def _reserves_term(self, term: str) -> bool:
         """Whether the engine release the stack runs (``engine_release``; None: the newest read) reserves ``term`` of the
@@ -540,9 +596,12 @@ class Stack(Spec):
         kv_cache_quant_algo FP8 is an fp8 cache); where its derived reserve cuts the fraction for a multimodal model
         of the rule's architectures (AutoFraction.vlm), the model's vision encoder (``vision_encoder``); else itself.
         fit (setup.make_setup) and plan (plan.search) call it alike, before a KV dtype asked for (with_kv_dtype)."""
+        from k3plan.engines.registry import engine_rules
         from k3plan.models.families.moonvit import vision_encoder_dims
 
         st = self
+        if engine_rules(self.name).prefill_graph is not None:  # the model the engine's prefill-graph rule reads
+            st = updated(st, model_type=model.spec.architecture)
         ckpt = self.checkpoint_kv(model)
         if ckpt is not None and ckpt[0] != st.kv_cache.dtype:
             st = updated(st, kv_cache=updated(st.kv_cache, dtype=ckpt[0]))
@@ -551,6 +610,13 @@ class Stack(Spec):
             return st
         dims = vision_encoder_dims(model.inventory)
         return st if dims is None else updated(st, vision_encoder=dims)
+
+    def with_prefill_graph(self, backend: str | None, conditions: tuple[str, ...] = ()) -> Stack:
+        """The stack with a serve command's prefill backend (``prefill_backend``) and the conditions it runs that the
+        engine's prefill-graph rule reads (``prefill_conditions``); none set: as it is."""
+        if backend is None and not conditions:
+            return self
+        return updated(self, prefill_backend=backend, prefill_conditions=tuple(sorted(conditions)))
 
     def checkpoint_kv(self, model: Any) -> tuple[str, str] | None:
         """(the KV dtype, where the engine resolves it) where the stack's engine takes --kv-cache-dtype auto from the
@@ -584,6 +650,17 @@ class Stack(Spec):
         overrides = {**sh.role_overrides, "lm_head": {**sh.role_overrides.get("lm_head", {}), "vocab": WHOLE_TP}}
         cited = {**sh.cite, "role:lm_head": cite} if sh.cite else {}
         return updated(self, lm_head_whole_tp=True, sharding=updated(sh, role_overrides=overrides, cite=cited))
+
+    def with_shared_expert_whole(self, cite: Cite | None) -> Stack:
+        """The stack with the shared experts whole on every device (the ``shared_expert`` role's override ``mlp:
+        null``, cited by ``cite``, where the engine holds them so: SGLang 0.4.6's tp_size clones fused into the routed
+        MoE); None: as it is."""
+        if cite is None:
+            return self
+        sh = self.sharding
+        overrides = {**sh.role_overrides, "shared_expert": {**sh.role_overrides.get("shared_expert", {}), "mlp": None}}
+        cited = {**sh.cite, "role:shared_expert": cite} if sh.cite else {}
+        return updated(self, sharding=updated(sh, role_overrides=overrides, cite=cited))
 
     def with_expert_pad(self, pad: tuple[int, int, str] | None) -> Stack:
         """The stack with its TP-split expert shards padded by ``pad`` (``expert_pad``: num / den of the even share,

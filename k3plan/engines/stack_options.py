@@ -259,6 +259,8 @@ class AutoFraction(Spec):
         decode_bs: int | None = None,
         decode_cap: int | None = None,
         decode_off: bool = False,
+        prefill: Any = None,
+        prefill_deepep: Any = None,
     ) -> Any:
         """The MiB SGLang keeps out of the static pools for a GPU of ``gpu_mib`` at ``tp`` x ``pp`` (its
         tp_size: every GPU of a stage under DP attention) and a prefill chunk of ``chunk`` tokens
@@ -270,7 +272,10 @@ class AutoFraction(Spec):
         as a serve command sets it, else the GPU class's, capped at ``decode_cap`` (the release's cap: Stack.
         decode_graph_cap); ``decode_off``: the decode graphs not captured (--disable-cuda-graph): no decode graph
         term and no DeepEP term (reserve_for_graph_mb, reserve_for_deepep_a2a_mb: backend DISABLED), the DP padding
-        kept (it reads only the decode max_bs)."""
+        kept (it reads only the decode max_bs). ``prefill``: whether the engine captures the prefill graph (a bool or
+        a column of them: engines/sglang/prefill_graph.py, by release, model and launch; None: ``prefill_graph``), and
+        ``prefill_deepep`` whether that graph's DeepEP delta counts (a breakable graph under DeepEP; None: DeepEP on
+        CUDA)."""
         row = self.gpu_class(gpu_mib=gpu_mib)
         small = row.cuda_graph_max_bs_small_tp
         bs = row.cuda_graph_max_bs if small is None else where(tp < 4, small, row.cuda_graph_max_bs)
@@ -279,6 +284,7 @@ class AutoFraction(Spec):
         elif decode_cap is not None:
             bs = minimum(bs, decode_cap)
         graphs = 0.0 if decode_off else bs * self.per_decode_graph_bs_mib
+        delta = (deepep and cuda) if prefill_deepep is None else prefill_deepep
         if decode_off:
             deepep = False
         if dp_attention_dp is not None:
@@ -288,10 +294,10 @@ class AutoFraction(Spec):
                 graphs + bs * dp_attention_dp * self.dp_attention_large_bs_mib,
                 graphs,
             )
-        if self.prefill_graph:
-            graphs = graphs + (
-                self.prefill_graph_mla_mib + (self.prefill_graph_deepep_cuda_mib if deepep and cuda else 0.0)
-            )
+        on = self.prefill_graph if prefill is None else prefill
+        graphs = graphs + where(
+            on, self.prefill_graph_mla_mib + where(delta, self.prefill_graph_deepep_cuda_mib, 0.0), 0.0
+        )
         tokens = row.chunked_prefill_size if chunk is None else chunk
         reserved = (
             self.base_mib
@@ -317,6 +323,8 @@ class AutoFraction(Spec):
         decode_bs: int | None = None,
         decode_cap: int | None = None,
         decode_off: bool = False,
+        prefill: Any = None,
+        prefill_deepep: Any = None,
     ) -> Any:
         """round((gpu MiB - reserved MiB) / gpu MiB, round_digits), Python's round of each value (columns.each);
         ``vision``: the (layers, width) of a multimodal model's vision encoder, whose cut (``vlm``) follows."""
@@ -332,6 +340,8 @@ class AutoFraction(Spec):
             decode_bs=decode_bs,
             decode_cap=decode_cap,
             decode_off=decode_off,
+            prefill=prefill,
+            prefill_deepep=prefill_deepep,
         )
         cut = 1.0 if vision is None or self.vlm is None else self.vlm.factor(layers=vision[0], width=vision[1])
         return each(lambda v: round(float(v), self.round_digits) * cut, (mib - reserved) / mib)

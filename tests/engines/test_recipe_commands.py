@@ -160,10 +160,16 @@ def test_sglang_builds_a_multimodal_model_s_tower_with_it(cli):
     ],
 )
 def test_inferencex_s_sglang_scheduling_and_host_flags_are_read_as_harmless(flags):
-    q = parse_serve(
-        f"python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-R1-0528 --tp 8 {flags}", platform="gpu"
-    )
-    assert {f for f in flags.split() if f.startswith("--")} <= set(q.ignored)
+    given = {f for f in flags.split() if f.startswith("--")}
+    cmd = f"python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-R1-0528 --tp 8 {flags}"
+    # with --mem-fraction-static given nothing here moves the pool
+    assert given <= set(parse_serve(cmd + " --mem-fraction-static 0.85", platform="gpu").ignored)
+    # without it, the prefill-graph switches feed the fraction SGLang derives (engines/sglang/prefill_graph.py): read
+    q = parse_serve(cmd, platform="gpu")
+    reads = {"--disable-piecewise-cuda-graph", "--enable-two-batch-overlap"}
+    assert given - reads <= set(q.ignored) and not (given & reads & set(q.ignored))
+    assert q.prefill_backend == ("disabled" if "--disable-piecewise-cuda-graph" in given else None)
+    assert ("two_batch_overlap" in q.prefill_conditions) == ("--enable-two-batch-overlap" in given)
 
 
 @pytest.mark.parametrize(

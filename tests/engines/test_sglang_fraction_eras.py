@@ -85,13 +85,13 @@ def test_fit_says_the_release_s_fraction(cli):
 
 
 def test_deepep_s_reserve_follows_the_release():
-    """DeepEP's 2 GiB on top of the floor from 0.5.14 (engines/sglang/releases.py DEEPEP_RESERVE_FROM: the 0.5.14 and
-    0.5.15 wheels' _handle_gpu_memory_settings add it, the 0.5.12 and 0.5.13 wheels' do not)."""
+    """DeepEP's 2 GiB on top of the floor from 0.5.15 (engines/sglang/releases.py DEEPEP_RESERVE_FROM: the 0.5.15
+    wheel's _handle_gpu_memory_settings adds it, the 0.5.12-0.5.14 wheels' do not)."""
     hw = load_hardware("nvidia-h200")
     kw = {"usable_bytes": hw.usable_bytes_per_device, "tp": 8, "pp": 1, "chunk": None, "vendor": hw.vendor}
     st = load_stack("sglang:moe_a2a_backend=deepep").bind(hw)
-    old, new = (1 - st.with_engine_release(r).reserve_fraction(**kw) for r in ((0, 5, 13), (0, 5, 14)))
+    old, new = (1 - st.with_engine_release(r).reserve_fraction(**kw) for r in ((0, 5, 14), (0, 5, 15)))
     mib = hw.usable_bytes_per_device / 2**20
     assert round(old - new, 3) == pytest.approx(round(2048 / mib, 3), abs=0.0015)
-    plain = load_stack("sglang:moe_a2a_backend=none").bind(hw).with_engine_release((0, 5, 13))
+    plain = load_stack("sglang:moe_a2a_backend=none").bind(hw).with_engine_release((0, 5, 14))
     assert 1 - plain.reserve_fraction(**kw) == old

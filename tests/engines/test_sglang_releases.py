@@ -110,12 +110,14 @@ def test_deepseek_v4_1_is_refused_before_the_release_that_serves_it():
 R1 = "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-R1 --tp 8"
 
 
-def _sglang_fraction(gpu_bytes: int, *, chunk: int, tp: int, decode_bs: int) -> float:
+def _sglang_fraction(gpu_bytes: int, *, chunk: int, tp: int, decode_bs: int, prefill: bool = False) -> float:
     """SGLang's derived mem_fraction_static (sglang 0.5.15-0.5.23 wheels, handle_gpu_memory_settings and
-    reserve_for_graph_mb) without DP attention, DeepEP or a prefill graph, in MiB: 512 + max(chunk, 2048) x 1.5 +
-    tp / 8 x 1024 + decode max_bs x 2, at least 10 GiB above a 60 GiB GPU."""
+    reserve_for_graph_mb) without DP attention or DeepEP, in MiB: 512 + max(chunk, 2048) x 1.5 + tp / 8 x 1024 +
+    decode max_bs x 2, + 1.5 x 1024 where an MLA model's prefill graph is captured (``prefill``: DeepSeek-R1's
+    breakable graph from 0.5.18, engines/sglang/prefill_graph.py), at least 10 GiB above a 60 GiB GPU."""
     mib = gpu_bytes / 2**20
-    reserved = max(512 + max(chunk, 2048) * 1.5 + tp / 8 * 1024 + decode_bs * 2, 10 * 1024)
+    graph = 1.5 * 1024 if prefill else 0.0
+    reserved = max(512 + max(chunk, 2048) * 1.5 + tp / 8 * 1024 + decode_bs * 2 + graph, 10 * 1024)
     return round((mib - reserved) / mib, 3)
 
 
@@ -139,7 +141,10 @@ def test_the_derived_fraction_reserves_the_decode_graphs_the_command_sets(cli):
         (" --max-running-requests 12", "0.5.22", 12),
         (" --max-running-requests 12 --cuda-graph-max-bs-decode 100", "0.5.23", 100),
     ):
-        assert frac(extra, release) == f"int({_sglang_fraction(gpu, chunk=8192, tp=8, decode_bs=bs)}", (extra, release)
+        # DeepSeek-R1 (MLA): its breakable prefill graph is on from 0.5.18 (0.5.15-0.5.17 leave an MLA model's off)
+        on = tuple(int(x) for x in release.split(".")) >= (0, 5, 18)
+        want = _sglang_fraction(gpu, chunk=8192, tp=8, decode_bs=bs, prefill=on)
+        assert frac(extra, release) == f"int({want}", (extra, release)
     given = _engine(cli, R1 + " --mem-fraction-static 0.85 --cuda-graph-max-bs-decode 10", "0.5.23", "nvidia-h200", 8)
     assert "--cuda-graph-max-bs-decode" in given["serve"]["ignored"]  # the fraction given: the graphs change nothing
 
@@ -294,12 +299,13 @@ def test_the_derived_fraction_leaves_out_decode_graphs_switched_off(cli):
     from k3plan.hardware import load_hardware
 
     gpu = load_hardware("nvidia-h200").usable_bytes_per_device
-    expect = f"int({_sglang_fraction(gpu, chunk=8192, tp=8, decode_bs=0)}"
-    for extra, release in (
-        (" --disable-cuda-graph", "0.5.15"),
-        (" --disable-decode-cuda-graph", "0.5.23"),
-        (" --cuda-graph-backend-decode disabled", "0.5.23"),
+    for extra, release, prefill in (
+        (" --disable-cuda-graph", "0.5.15", False),
+        # the decode phase alone: DeepSeek-R1's breakable prefill graph stays on in 0.5.23 (engines/sglang/prefill_graph.py)
+        (" --disable-decode-cuda-graph", "0.5.23", True),
+        (" --cuda-graph-backend-decode disabled", "0.5.23", True),
     ):
+        expect = f"int({_sglang_fraction(gpu, chunk=8192, tp=8, decode_bs=0, prefill=prefill)}"
         assert _engine(cli, R1 + extra, release, "nvidia-h200", 8)["sources"]["kv_pool"].split(" x ")[0] == expect
     on = _engine(cli, R1 + " --disable-cuda-graph --cuda-graph-backend-decode full", "0.5.23", "nvidia-h200", 8)
     assert on["sources"]["kv_pool"].split(" x ")[0] == f"int({_sglang_fraction(gpu, chunk=8192, tp=8, decode_bs=512)}"

@@ -11,6 +11,7 @@ from k3plan.engines.sglang import dsv4
 from k3plan.engines.sglang.dsv4_pool import OLDEST_READ
 from k3plan.engines.sglang.flags import SGLANG_A2A_DEFAULT
 from k3plan.engines.sglang.fraction_eras import era_fraction
+from k3plan.engines.sglang.prefill_graph import prefill_graph
 from k3plan.engines.sglang.releases import (
     BY_RELEASE,
     BY_RELEASE_MODELS,
@@ -52,6 +53,8 @@ ENGINE = Engine(
     # the default mem_fraction_static of a release before 0.5.3, which derived it otherwise (engines/sglang/fraction_eras.py)
     release_fraction=era_fraction,
     reserve_terms_from={"deepep": DEEPEP_RESERVE_FROM},  # engines/sglang/releases.py
+    # the prefill graph its derived fraction reserves for, by release and model (engines/sglang/prefill_graph.py)
+    prefill_graph=prefill_graph,
     newest_release_read=NEWEST_RELEASE,  # 0.5.23: a GPU question that names no release is read as it (releases.py)
     prefill_first=True,  # its scheduler (speed.scheduler.PREFILL_FIRST_RULE cites the code)
     # ServerArgs' own MoE backend, not the sglang stack's DeepEP deployment (engines/sglang/flags.py)

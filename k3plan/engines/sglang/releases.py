@@ -56,13 +56,14 @@ GRAPH_CAP_SOURCE = (
 )
 
 # DeepEP's all-to-all buffers in the derived mem_fraction_static (2 GiB on top of the floor where the decode graphs
-# are captured and --moe-a2a-backend is deepep): from 0.5.14; 0.5.3-0.5.13 reserve nothing for them
-DEEPEP_RESERVE_FROM: Release = (0, 5, 14)
+# are captured and --moe-a2a-backend is deepep): from 0.5.15; 0.5.3-0.5.14 reserve nothing for them (0.5.14's
+# _handle_gpu_memory_settings ends at the floor: read in that wheel, where k3plan had put the term's first release)
+DEEPEP_RESERVE_FROM: Release = (0, 5, 15)
 DEEPEP_RESERVE_SOURCE = (
-    "sglang 0.5.14 and 0.5.15 wheels (PyPI), sglang/srt/server_args.py ServerArgs._handle_gpu_memory_settings ('DeepEP "
+    "sglang 0.5.15 wheel (PyPI), sglang/srt/server_args.py ServerArgs._handle_gpu_memory_settings ('DeepEP "
     "all-to-all buffers captured in the decode graph are real extra allocations': reserved_mem += 2 * 1024 after the "
     "10 GiB floor), 0.5.16-0.5.18 ServerArgs.reserve_for_deepep_a2a_mb, 0.5.19-0.5.23 arg_groups/memory_hook.py; none "
-    "in the 0.5.3-0.5.13 wheels' _handle_gpu_memory_settings"
+    "in the 0.5.3-0.5.14 wheels' _handle_gpu_memory_settings"
 )
 
 # DeepSeek-V4's sliding-window pool must hold one request's admission floor: from 0.5.20 SGLang refuses at start a
@@ -72,6 +73,25 @@ SWA_FLOOR_SOURCE = (
     "sglang 0.5.20 wheel (PyPI), sglang/srt/model_executor/pool_configurator.py DSV4PoolConfigurator."
     "validate_swa_pool_size, called from _compute_dsv4_sizes (ValueError when sliding_window_size + page_size >= "
     "swa_tokens); the same in the 0.5.23 wheel"
+)
+
+# DeepSeek-V3's shared expert fused into the routed MoE as tp_size clones (n_share_experts_fusion = tp_size): each clone
+# is one more routed expert, TP-split (or whole on an EP rank), so every GPU holds one whole shared expert a MoE layer,
+# not 1/tp of it. 0.4.6-0.4.6.post5 do so by default on a CUDA GPU of SM 90 and up (every NVIDIA GPU k3plan has) for
+# DeepseekV3ForCausalLM with 256 routed experts, without --enable-deepep-moe; from 0.4.7 one copy is fused
+# (num_fused_shared_experts = n_shared_experts, 1: TP-split as k3plan holds it). The 0.4.5 wheel fuses none by default
+# (its model fuses tp_size only where n_share_experts_fusion is None, and ServerArgs defaults it to 0); 0.4.5.post3
+# fuses as 0.4.6 does, but k3plan reads a post-release as its release (fraction_eras.py)
+SHARED_CLONES_FROM: Release = (0, 4, 6)
+SHARED_ONE_FROM: Release = (0, 4, 7)
+SHARED_CLONES_SOURCE = (
+    "sglang 0.4.6, 0.4.6.post1-0.4.6.post5 wheels (PyPI), sglang/srt/models/deepseek_v2.py DeepseekV2ForCausalLM."
+    "determine_n_share_experts_fusion (n_share_experts_fusion 0, ServerArgs' default: tp_size where "
+    "torch.cuda.get_device_capability() >= (9, 0), architectures[0] == 'DeepseekV3ForCausalLM', n_routed_experts == "
+    "256 and not enable_deepep_moe; 0.4.6.post4-0.4.6.post5 also _is_cuda), DeepseekV2MoE.__init__ (FusedMoE "
+    "num_experts = n_routed_experts + n_share_experts_fusion; no DeepseekV2MLP shared_experts then), load_weights "
+    "('Cloning {n_share_experts_fusion} replicas of the shared expert into MoE'); the 0.4.7 wheel's "
+    "determine_num_fused_shared_experts sets num_fused_shared_experts = n_shared_experts (1) and asserts 1"
 )
 
 # --enable-symm-mem's symmetric-memory pool: from 0.5.11 ServerArgs sets SGLANG_SYMM_MEM_PREALLOC_GB_SIZE to 4 where
@@ -104,6 +124,11 @@ BY_RELEASE_RULES: tuple[tuple[tuple[str, ...], str], ...] = (
         "the state (mamba) pool holds a padding slot from 0.5.17 (engines/sglang/releases.py MAMBA_PAD_FROM)",
     ),
     (
+        ("deepseek-v3", "deepseek-r1"),
+        "DeepSeek-V3's shared expert is held whole on every GPU in 0.4.6, fused into the routed MoE as tp_size clones on "
+        "NVIDIA without DP attention (SHARED_CLONES_FROM), TP-split from 0.4.7 (SHARED_ONE_FROM)",
+    ),
+    (
         ("kimi-k2.6",),
         "a multimodal model's KV budget leaves out its 100 MiB embedding cache from 0.5.18 (MM_RESERVE_FROM)",
     ),
@@ -119,8 +144,9 @@ BY_RELEASE_RULES: tuple[tuple[tuple[str, ...], str], ...] = (
         (),
         "the default mem_fraction_static and chunked_prefill_size before 0.5.3 are the release's own (a table by "
         "parallel size to 0.4.7, a flat reserve by GPU class from 0.4.8: engines/sglang/fraction_eras.py); the derived "
-        "mem_fraction_static reserves DeepEP's buffers from 0.5.14 (DEEPEP_RESERVE_FROM) and for a default decode graph batch capped at --max-running-requests "
-        "from 0.5.22 (GRAPH_CAP_FROM); k3plan's other SGLang rules are the code each cites, and what changed in "
+        "mem_fraction_static reserves DeepEP's buffers from 0.5.15 (DEEPEP_RESERVE_FROM) and for a default decode graph batch capped at --max-running-requests "
+        "from 0.5.22 (GRAPH_CAP_FROM), and for the prefill CUDA graph where the release captures one for the model "
+        "(from 0.5.10 on NVIDIA GPUs: 1.5 GiB for an MLA model, engines/sglang/prefill_graph.py); k3plan's other SGLang rules are the code each cites, and what changed in "
         "0.4.x-0.5.23 without being priced is listed in engines/sglang/releases.py (NOT_PRICED)",
     ),
 )
@@ -129,13 +155,17 @@ BY_RELEASE_RULES: tuple[tuple[tuple[str, ...], str], ...] = (
 # what changed in the releases read that k3plan does not price yet, each with the release it changed in
 NOT_PRICED = (
     "0.4.x-0.5.11: the weights' layouts of those releases (as read in the 0.4.6.post2 wheel, models/deepseek_v2.py: "
-    "DeepSeek-V3's shared experts fused into the routed MoE as tp_size copies on SM90, n_share_experts_fusion, and the "
-    "embedding whole on every GPU under DP attention; in the 0.4.9.post2 wheel, layers/moe/ep_moe/layer.py "
-    "Fp8EPMoEMethod.process_weights_after_loading's ROCm copies of the FP8 experts): priced as the newest release holds them",
+    "the embedding whole on every GPU under DP attention; in the 0.4.9.post2 wheel, layers/moe/ep_moe/layer.py "
+    "Fp8EPMoEMethod.process_weights_after_loading's ROCm copies of the FP8 experts): priced as the newest release "
+    "holds them. DeepSeek-V3's shared expert cloned tp_size times is priced for 0.4.6 on NVIDIA (SHARED_CLONES_FROM); "
+    "not on an AMD GPU, where 0.4.6-0.4.6.post3 clone it (gfx94x / gfx95x report capability >= (9, 0)) and "
+    "0.4.6.post4-0.4.6.post5 do not (_is_cuda), nor under --n-share-experts-fusion in 0.4.5",
     "0.5.3-0.5.11: the reserve derivation's GPU classes below 35 GiB (chunked_prefill_size 2048, cuda_graph_max_bs "
-    "16 / 24 at TP < 4 and 80; none of k3plan's GPUs) and the piecewise CUDA graph's reserve (0.5.6-0.5.9 under "
-    "--enable-piecewise-cuda-graph only; from 0.5.10 unless disabled, 1.5 GiB for an MLA model: sglang 0.5.10 wheel "
-    "server_args.py _handle_gpu_memory_settings, _handle_piecewise_cuda_graph), priced as the stack's derivation",
+    "16 / 24 at TP < 4 and 80; none of k3plan's GPUs), priced as the stack's derivation",
+    "0.5.6-0.5.9: the piecewise CUDA graph's reserve under --enable-piecewise-cuda-graph, opt-in there "
+    "(piecewise_cuda_graph_max_tokens // 4 after the floor in 0.5.6-0.5.7, len(piecewise_cuda_graph_tokens) x 8 "
+    "before it in 0.5.8-0.5.9: sglang wheels server_args.py _handle_gpu_memory_settings); from 0.5.10 the default "
+    "prefill graph is priced (engines/sglang/prefill_graph.py)",
     "0.5.21: DeepSeek-V4's pool in the opt-in layouts and modes (--dsv4-attn-backend trtllm's uniform FP8 pages, "
     "SGLANG_DSV4_KV_LAYOUT v41, HiSparse, encoder SWA bounded replay; k3plan refuses the flags and variables "
     "unread)",

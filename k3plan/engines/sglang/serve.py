@@ -23,8 +23,14 @@ from k3plan.engines.serve_values import (
 from k3plan.engines.sglang.flags import SGLANG_A2A_DEFAULT
 from k3plan.engines.sglang.fraction_eras import RESERVE_FORM_FROM, era_chunk, era_fraction
 from k3plan.engines.sglang.kernels import BLACKWELL
+from k3plan.engines.sglang.prefill_graph import BACKENDS as PREFILL_BACKENDS
+from k3plan.engines.sglang.prefill_graph import CONFIG_FROM as PREFILL_TC_UNTIL_LOCKS
 from k3plan.engines.sglang.releases import (
     GRAPH_CAP_FROM,
+    NEWEST_RELEASE,
+    SHARED_CLONES_FROM,
+    SHARED_CLONES_SOURCE,
+    SHARED_ONE_FROM,
     SYMM_PREALLOC_ENV,
     SYMM_PREALLOC_FROM,
     SYMM_PREALLOC_GIB,
@@ -547,6 +553,7 @@ def read(r: Reading) -> None:
         )
     if r.model and r.resolve is not None and fp4_storage(r.resolve(r.model)) == "nvfp4":
         nvfp4_runner_caveat(r, runner)
+    prefill_backend(r)  # the prefill graph a command locks (before decode_graph reads --disable-cuda-graph)
     decode_graph(r)  # the decode graphs its derived fraction reserves for
     cap = get("--max-total-tokens", None)  # the pool's token cap (engines/sglang/memory.py sglang_kv_pool)
     r.max_total_tokens = flag_int("--max-total-tokens", cap) if cap is not None else None
@@ -589,6 +596,8 @@ def read(r: Reading) -> None:
         r.ignored.append("--disable-shared-experts-fusion")
     fp4_indexer(r)
     symm_mem(r)
+    prefill_conditions(r)  # after speculative decoding, --dcp-size and --enable-symm-mem are read
+    shared_fusion(r)  # after DP attention and the all-to-all are read
     v41_vision(r)  # after the split and the all-to-all are read
     # flags that change the pool in ways k3plan does not price: refused with what they do, never priced as without
     refuse_unpriced(get, UNPRICED, "SGLang")
@@ -757,6 +766,128 @@ def decode_graph(r: Reading) -> None:
         r.decode_graph_bs = flag_int(GRAPH_MAX_FLAGS[0], top)
     elif follows(r.release, GRAPH_CAP_FROM) and r.running is not None:
         r.decode_graph_cap = flag_int("--max-running-requests", r.running)
+
+
+def _on(value: str | None) -> bool:
+    return value is not None and value.lower() not in ("false", "0")
+
+
+def prefill_backend(r: Reading) -> None:
+    """The prefill CUDA-graph backend the command locks, as the release reads its flags (engines/sglang/prefill_graph.py:
+    a locked backend skips every rule): to 0.5.13 --enforce-piecewise-cuda-graph (on, over every rule) and
+    --disable-piecewise-cuda-graph (ServerArgs._handle_piecewise_cuda_graph; --disable-cuda-graph leaves it as it is,
+    _handle_gpu_memory_settings reads disable_piecewise_cuda_graph alone); from 0.5.14 _parse_cuda_graph_config's
+    --disable-cuda-graph, then --disable-prefill-cuda-graph, then --cuda-graph-backend-prefill (whose dest the
+    deprecated --disable-piecewise-cuda-graph, --enforce-piecewise-cuda-graph and --enable-breakable-cuda-graph also
+    write: sglang 0.5.14-0.5.19 wheels server_args.py add_cli_args, DeprecatedStoreConstAction), each over the one
+    before. It feeds the derived mem_fraction_static only (Stack.prefill_backend); the flags are peeked here and
+    read (taken off the ignored list) where the fraction is derived."""
+    derived = "mem_fraction_static" not in r.options
+    flags = r.flags
+    release = r.release if r.release is not None else NEWEST_RELEASE
+    if release < PREFILL_TC_UNTIL_LOCKS:
+        if _on(flags.get("--enforce-piecewise-cuda-graph")):
+            r.prefill_backend = "tc_piecewise"
+        elif _on(flags.get("--disable-piecewise-cuda-graph")):
+            r.prefill_backend = "disabled"
+    else:
+        backend = None
+        if _on(flags.get("--disable-cuda-graph")) or _on(flags.get("--disable-prefill-cuda-graph")):
+            backend = "disabled"
+        aliases = (
+            ("--disable-piecewise-cuda-graph", "disabled"),
+            ("--enforce-piecewise-cuda-graph", "tc_piecewise"),
+            ("--enable-breakable-cuda-graph", "breakable"),
+        )
+        for flag, value in aliases:
+            if _on(flags.get(flag)):
+                backend = value
+        given = flags.get("--cuda-graph-backend-prefill")
+        if given is not None:
+            if given.lower() not in PREFILL_BACKENDS:
+                raise K3PlanError(
+                    f"--serve: --cuda-graph-backend-prefill {given}: expected one of {', '.join(sorted(PREFILL_BACKENDS))}"
+                )
+            backend = given.lower()
+        r.prefill_backend = backend
+    if derived:
+        for flag in (
+            "--enforce-piecewise-cuda-graph",
+            "--disable-piecewise-cuda-graph",
+            "--disable-prefill-cuda-graph",
+            "--enable-breakable-cuda-graph",
+            "--cuda-graph-backend-prefill",
+        ):
+            r.get(flag, None)
+
+
+# what a command runs that a prefill-graph rule reads (engines/sglang/prefill_graph.py CONDITIONS), by flag; the
+# rest (speculative decoding, --enable-symm-mem, --dcp-size) as read above
+PREFILL_CONDITION_FLAGS = (
+    ("--enable-torch-compile", "torch_compile"),
+    ("--enable-hierarchical-cache", "hicache"),
+    ("--enable-two-batch-overlap", "two_batch_overlap"),
+)
+
+
+def prefill_conditions(r: Reading) -> None:
+    """What the command runs that SGLang's prefill-graph rules read (Stack.prefill_conditions): speculative decoding,
+    --enable-symm-mem, --dcp-size > 1, torch.compile, HiCache, two-batch overlap; those flags are read (taken off the
+    ignored list) where the fraction is derived."""
+    derived = "mem_fraction_static" not in r.options
+    got = set()
+    if r.speculative is not None:
+        got.add("speculative")
+    if r.symm_mem_bytes > 0 or _on(r.flags.get(SYMM_MEM)):
+        got.add("symm_mem")
+    if r.dcp > 1:
+        got.add("dcp")
+    # a disaggregated worker's role (still listed as ignored: its decode-graph terms are not priced either)
+    mode = (r.flags.get("--disaggregation-mode") or "null").lower()
+    if mode in ("prefill", "decode"):
+        got.add(f"pd_{mode}")
+    for flag, name in PREFILL_CONDITION_FLAGS:
+        value = r.get(flag, None) if derived else r.flags.get(flag)
+        if _on(value):
+            got.add(name)
+    r.prefill_conditions = tuple(sorted(got))
+
+
+# the models whose checkpoint is DeepseekV3ForCausalLM with 256 routed experts (bundled names, by prefix): what
+# 0.4.6's determine_n_share_experts_fusion fuses (Kimi-K2's 384 experts are not)
+SHARED_CLONE_MODELS = ("deepseek-v3", "deepseek-r1")
+SHARED_CLONES = Cite(
+    holds="SGLang 0.4.6 fuses DeepSeek-V3's shared expert into the routed MoE as tp_size clones (n_share_experts_fusion "
+    "= tp_size), each TP-split like a routed expert: one whole shared expert a GPU, not 1/tp",
+    sources=(
+        Source(
+            repo=SGLANG,
+            file="python/sglang/srt/models/deepseek_v2.py",
+            symbol="DeepseekV2ForCausalLM.determine_n_share_experts_fusion, DeepseekV2MoE.__init__, load_weights",
+            note=SHARED_CLONES_SOURCE,
+        ),
+    ),
+)
+
+
+def shared_fusion(r: Reading) -> None:
+    """DeepSeek-V3's shared expert as SGLang 0.4.6 holds it (engines/sglang/releases.py SHARED_CLONES_FROM): cloned
+    tp_size times into the routed MoE on an NVIDIA GPU (SM 90 and up: every one k3plan has) without DP attention (the
+    dp-attention stack holds the shared experts whole already) or an all-to-all backend: whole on every GPU
+    (``Reading.shared_expert_whole``); on an AMD GPU a caveat (the 0.4.6 post-releases disagree there)."""
+    if r.release is None or not (SHARED_CLONES_FROM <= r.release < SHARED_ONE_FROM) or r.dp_attention:
+        return
+    model = r.resolve(r.model) if r.model and r.resolve is not None else ""
+    if not model.startswith(SHARED_CLONE_MODELS) or r.options.get("moe_a2a_backend", SGLANG_A2A_DEFAULT) != "none":
+        return
+    if r.device_name.startswith("nvidia-"):
+        r.shared_expert_whole = SHARED_CLONES
+    elif r.device_name.startswith("amd-"):
+        r.caveats.append(
+            f"SGLang {release_text(r.release)} on an AMD GPU: 0.4.6-0.4.6.post3 clone DeepSeek-V3's shared expert "
+            "tp_size times into the routed MoE (one whole a GPU), 0.4.6.post4-0.4.6.post5 do not; k3plan splits it "
+            f"1/tp ({SHARED_CLONES_SOURCE})"
+        )
 
 
 # ServerArgs flags with a memory effect k3plan does not model (python/sglang/srt/server_args.py)
