@@ -531,12 +531,28 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
             q.release,
             async_scheduling=q.async_scheduling,
             pp=q.pp,
-            # DSpark runs on Model Runner V2 (engines/vllm/dsv4_workspace.py dspark_runner_buffers)
-            v2_runner=model.spec.dsv4.dspark is not None
-            and q.draft is not None
-            and bool(getattr(q.draft, "num_speculative_tokens", 0)),
+            # the runner that runs the command (engines/vllm/releases.py model_runner_v2; DSpark: V2 only)
+            v2_runner=_runner_v2(q, model, hw.vendor),
         )
     return opts, q.context or model_max or context, 1, q.chunk or chunk, q
+
+
+def _runner_v2(q, model, vendor: str) -> bool:
+    """Whether vLLM's Model Runner V2 runs the command (engines/vllm/releases.py model_runner_v2)."""
+    from k3plan.engines.vllm.releases import model_runner_v2
+
+    d4 = model.spec.dsv4
+    dspark = (
+        d4 is not None
+        and d4.dspark is not None
+        and q.draft is not None
+        and bool(getattr(q.draft, "num_speculative_tokens", 0))
+    )
+    method = "dspark" if dspark else getattr(q.speculative, "method", None)
+    on, _ = model_runner_v2(
+        release=q.release, env=q.env, spec_method=method, vendor=vendor, v4=d4 is not None and d4.csa2 is None
+    )
+    return on
 
 
 def _serve_topology(hw, devices: int) -> str | None:

@@ -93,3 +93,35 @@ def test_from_0_31_v4_s_gfx942_shards_round_to_128_and_384_holds(cli):
         assert abs(gap) < 2**20
     r = cli("fit", "-H", "amd-mi300x", "-t", "8", "--serve", "vllm serve deepseek-ai/DeepSeek-V4-Pro -tp 8", "--json")
     assert json.loads(r.stdout)["engine"]["weights_bytes"] == _v4_pro_weights(cli, "amd-mi300x", release="0.31.0")
+
+
+@pytest.mark.parametrize(
+    ("release", "env", "spec", "vendor", "v4", "on"),
+    [
+        ((0, 27, 0), {}, None, "nvidia", True, False),  # V1 before 0.28.0
+        ((0, 28, 0), {}, None, "nvidia", True, True),  # 0.28.0: DeepSeek-V4 on CUDA a default V2 architecture
+        ((0, 28, 0), {}, "ngram", "nvidia", True, False),
+        ((0, 28, 0), {}, None, "amd", True, False),
+        ((0, 31, 0), {}, None, "nvidia", True, True),  # 0.29.0 on: V2 by default
+        ((0, 31, 0), {}, None, "nvidia", False, True),  # DeepSeek-V4.1 too
+        ((0, 31, 0), {}, None, "amd", True, False),  # ROCM_DEFAULT_MRV1_ARCHITECTURES to 0.32.x
+        ((0, 31, 0), {}, None, "amd", False, True),  # V4.1 is not in it
+        ((0, 33, 0), {}, None, "amd", True, True),  # the ROCm list is gone from 0.33.0's wheel
+        ((0, 31, 0), {}, "ngram", "nvidia", True, False),  # 0.29.0-0.32.x: V2 lacks ngram
+        ((0, 33, 0), {}, "ngram", "nvidia", True, True),
+        ((0, 33, 0), {}, "suffix", "nvidia", True, False),
+        ((0, 25, 0), {}, "dspark", "nvidia", False, True),  # DSpark: V2 only
+        ((0, 31, 0), {"VLLM_USE_V2_MODEL_RUNNER": "0"}, None, "nvidia", True, False),  # the variable where set
+        ((0, 27, 0), {"VLLM_USE_V2_MODEL_RUNNER": "1"}, None, "nvidia", True, True),
+        (None, {}, None, "nvidia", True, False),  # no release: the code the rules cite
+    ],
+)
+def test_which_runner_runs_the_command(release, env, spec, vendor, v4, on):
+    """vllm/config/vllm.py use_v2_model_runner as the 0.28.0-0.33.0 wheels read it (engines/vllm/releases.py
+    model_runner_v2): the one rule the graphs' estimate (cudagraph.py v2_unprofiled) and the windowed groups'
+    batches in flight read; at PP > 1 under async scheduling V2 holds PP + 1 batches, V1 PP."""
+    from k3plan.engines.vllm.releases import model_runner_v2
+
+    assert model_runner_v2(release=release, env=env, spec_method=spec, vendor=vendor, v4=v4)[0] is on
+    if release is not None and release >= (0, 26, 0):
+        assert in_flight_batches(release, async_scheduling=None, pp=2, v2_runner=on) == (3 if on else 2)

@@ -422,9 +422,7 @@ def breakable_graphs(*, v41: bool, vendor: str, release: tuple[int, int, int] | 
 # (DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES; ROCm's default_v2_model_runner_architectures drops it; 0.25.0-0.27.0 list
 # no DeepSeek-V4) unless a feature V2 lacks sends it to V1 (_get_v2_model_runner_unsupported_features: of what k3plan
 # reads, an ngram drafter; sequence parallelism and stock torch.compile are not read)
-V2_ENV = "VLLM_USE_V2_MODEL_RUNNER"
 V2_PROFILED_FROM = (0, 29, 0)
-V2_V4_DEFAULT_FROM = (0, 28, 0)
 V2_SOURCE = (
     "vllm 0.25.0-0.28.0 wheels (PyPI) vllm/v1/worker/gpu/model_runner.py GPUModelRunner.profile_cudagraph_memory "
     "(returns 0), vllm/config/vllm.py VllmConfig.use_v2_model_runner; profiled from the 0.29.0 wheel "
@@ -436,22 +434,14 @@ def v2_unprofiled(
     *, spec_method: str | None, v41: bool, vendor: str, release: tuple[int, int, int] | None, env: dict[str, str]
 ) -> str | None:
     """Why Model Runner V2 runs the command before it profiled its graphs (``V2_PROFILED_FROM``, comment above), or
-    None: V1 runs it, or the release profiles them. ``release`` None: the code this module cites (before 0.28.0)."""
+    None: V1 runs it, or the release profiles them. Which runner: engines/vllm/releases.py model_runner_v2 (the one
+    rule the windowed groups' batches in flight read too). ``release`` None: the code this module cites."""
+    from k3plan.engines.vllm.releases import model_runner_v2
+
     if release is not None and release >= V2_PROFILED_FROM:
         return None
-    if V2_ENV in env:
-        try:
-            on = bool(int(env[V2_ENV].strip()))
-        except ValueError:
-            raise K3PlanError(f"--serve: {V2_ENV}={env[V2_ENV]!r}: vLLM reads it as a whole number (0 or 1)") from None
-        return f"{V2_ENV}={env[V2_ENV].strip()}" if on else None
-    if spec_method == "dspark":
-        return "DSpark, which runs on Model Runner V2 only"
-    if release is not None and release >= V2_V4_DEFAULT_FROM and vendor == "nvidia" and not v41:
-        if spec_method == "ngram":
-            return None
-        return "DeepSeek-V4 on CUDA, a default Model Runner V2 architecture in 0.28.0"
-    return None
+    on, why = model_runner_v2(release=release, env=env, spec_method=spec_method, vendor=vendor, v4=not v41)
+    return why if on else None
 
 
 # ROCm's graph memory: the one public figure for the DeepSeek-V4 family (the evidence file's last record), PIECEWISE

@@ -5,6 +5,7 @@ and the budget's charge for a DeepSeek-V4.1 request (engines/vllm/dsv4_pages.py 
 from __future__ import annotations
 
 from k3plan.engines.release import Release
+from k3plan.errors import K3PlanError
 
 # the newest vLLM release k3plan prices, 0.33.0 (PyPI): a GPU question without fit --engine-version is read as it.
 # The rules that changed between releases were read in the 0.11.1-0.33.0 wheels, each naming its own
@@ -79,3 +80,54 @@ def option_defaults(release: Release) -> dict[str, tuple[str, str]]:
     if release < UTILIZATION_092_FROM:
         return {"gpu_memory_utilization": ("0.9", UTILIZATION_09_SOURCE)}
     return {}
+
+
+# Which GPU runner runs a command (VllmConfig.use_v2_model_runner): VLLM_USE_V2_MODEL_RUNNER where set (an int, then
+# bool); else DSpark (only Model Runner V2 implements it); else by release: V1 before 0.28.0; in 0.28.0 V2 for
+# DeepSeek-V4 on CUDA (DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES) unless an ngram drafter; from 0.29.0 V2 by default,
+# except on ROCm for DeepSeek-V4 to 0.32.x (ROCM_DEFAULT_MRV1_ARCHITECTURES, gone from 0.33.0's wheel) and for a
+# drafter V2 lacks (0.29.0-0.32.x: ngram / ngram_gpu; suffix, medusa, mlp_speculator, custom_class in every one);
+# from 0.34.0 V2 is the only runner (ONE_RUNNER_FROM). Read in the 0.28.0, 0.29.0, 0.30.0, 0.31.0 and 0.33.0 wheels
+# (PyPI), vllm/config/vllm.py use_v2_model_runner / _get_v2_model_runner_unsupported_features
+V2_ENV = "VLLM_USE_V2_MODEL_RUNNER"
+V2_V4_DEFAULT_FROM: Release = (0, 28, 0)
+V2_DEFAULT_FROM: Release = (0, 29, 0)
+ROCM_V4_ON_V1_UNTIL: Release = (0, 33, 0)
+V2_NGRAM_FROM: Release = (0, 33, 0)
+V2_LACKS = ("suffix", "medusa", "mlp_speculator", "custom_class")
+RUNNER_SOURCE = (
+    "vllm 0.28.0-0.33.0 wheels (PyPI) vllm/config/vllm.py VllmConfig.use_v2_model_runner, "
+    "_get_v2_model_runner_unsupported_features, ROCM_DEFAULT_MRV1_ARCHITECTURES"
+)
+
+
+def model_runner_v2(
+    *, release: Release | None, env: dict[str, str], spec_method: str | None, vendor: str, v4: bool
+) -> tuple[bool, str]:
+    """Whether Model Runner V2 runs the command, and why (above); ``v4``: DeepSeek-V4 (not V4.1); ``release`` None:
+    the code k3plan's vLLM rules cite (before 0.28.0), so V1 unless the command asks otherwise."""
+    if V2_ENV in env:
+        try:
+            on = bool(int(env[V2_ENV].strip()))
+        except ValueError:
+            raise K3PlanError(f"--serve: {V2_ENV}={env[V2_ENV]!r}: vLLM reads it as a whole number (0 or 1)") from None
+        return on, f"{V2_ENV}={env[V2_ENV].strip()}"
+    if spec_method == "dspark":
+        return True, "DSpark, which runs on Model Runner V2 only"
+    if release is None or release < V2_V4_DEFAULT_FROM:
+        return False, "the V1 runner, the default before 0.28.0"
+    if release >= ONE_RUNNER_FROM:
+        return True, "Model Runner V2, the only runner from 0.34.0"
+    ngram = spec_method in ("ngram", "ngram_gpu")
+    if release < V2_DEFAULT_FROM:
+        on = vendor == "nvidia" and v4 and not ngram
+        return on, (
+            "DeepSeek-V4 on CUDA, a default Model Runner V2 architecture in 0.28.0"
+            if on
+            else "the V1 runner, 0.28.0's default but for DeepSeek-V4 on CUDA"
+        )
+    if spec_method in V2_LACKS or (ngram and release < V2_NGRAM_FROM):
+        return False, f"the V1 runner: Model Runner V2 lacks the {spec_method} drafter"
+    if vendor != "nvidia" and v4 and release < ROCM_V4_ON_V1_UNTIL:
+        return False, "the V1 runner, ROCm's default for DeepSeek-V4 to 0.32.x"
+    return True, "Model Runner V2, the default from 0.29.0"
