@@ -49,6 +49,11 @@ def env_on(value: str) -> bool:
     return value.strip().lower() in ("1", "true", "yes", "on")
 
 
+def same_checkpoint(a: str, b: str) -> bool:
+    """Two model paths / ids naming one checkpoint as the engines compare them: case, spaces and a trailing / aside."""
+    return a.strip().rstrip("/").lower() == b.strip().rstrip("/").lower()
+
+
 def refuse_unpriced(get, table: dict[str, str], engine: str) -> None:
     """A flag of ``table`` (name -> what it sizes) the command gives: refused with what it does, never priced as
     without it (each engine's table of flags whose memory effect k3plan does not model). ``get``: the family's reader."""

@@ -68,6 +68,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from k3plan.engines.serve_values import same_checkpoint
 from k3plan.errors import K3PlanError
 from k3plan.structs import Frozen
 from k3plan.units import GiB
@@ -268,7 +269,7 @@ def read_speculative(
                 f"; draft tokens set to steps + 1 = {n_draft} with topk 1 ('speculative_num_draft_tokens is adjusted "
                 f"to speculative_num_steps + 1', {HOOK} _handle_eagle_family)"
             )
-    if path is not None and path.strip().rstrip("/").lower() != model_text.strip().rstrip("/").lower():
+    if path is not None and not same_checkpoint(path, model_text):
         raise K3PlanError(
             f"--serve: --speculative-draft-model-path {path}: a separate draft checkpoint is not priced (k3plan has no "
             "inventory for it); leave it out and SGLang drafts with the target checkpoint's own MTP layers "
@@ -319,7 +320,7 @@ def _read_dspark(raw: dict, written: str, block: str | None, path: str | None, m
             f"--serve: --speculative-num-draft-tokens {n_draft}: SGLang refuses it at start ('DSpark "
             f"speculative_num_draft_tokens must be >= 2 (= gamma + 1)', {DSPARK_HOOK})"
         )
-    if path is not None and path.strip().rstrip("/").lower() != model_text.strip().rstrip("/").lower():
+    if path is not None and not same_checkpoint(path, model_text):
         raise K3PlanError(
             f"--serve: --speculative-draft-model-path {path}: a separate DSpark draft checkpoint is not priced (k3plan "
             "has no inventory for it); leave it out and SGLang drafts with the target checkpoint's bundled DSpark "

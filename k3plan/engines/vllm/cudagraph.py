@@ -416,12 +416,8 @@ def breakable_graphs(*, v41: bool, vendor: str, release: tuple[int, int, int] | 
 # (v1/worker/gpu/cudagraph_utils.py profile_cudagraph_memory: the PIECEWISE, encoder and speculator graphs measured,
 # the FULL graphs extrapolated from two samples at least 1 MiB a graph; read in the 0.29.0, 0.30.0, 0.31.0 and 0.33.0
 # wheels). InferenceX#2707's three B200 points agree: the graphs grew 2.15 GiB at capture, the KV cache stayed 23.56
-# GiB (k3plan/evidence/vllm_dsv4_start_logs.yaml). Which runner (VllmConfig.use_v2_model_runner, 0.25.0-0.28.0
-# wheels): VLLM_USE_V2_MODEL_RUNNER where set (envs.maybe_convert_bool: int, then bool); else DSpark (forced: 'DSpark
-# is implemented only by the V2 GPU model runner'); else, in 0.28.0, DeepseekV4ForCausalLM on CUDA
-# (DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES; ROCm's default_v2_model_runner_architectures drops it; 0.25.0-0.27.0 list
-# no DeepSeek-V4) unless a feature V2 lacks sends it to V1 (_get_v2_model_runner_unsupported_features: of what k3plan
-# reads, an ngram drafter; sequence parallelism and stock torch.compile are not read)
+# GiB (k3plan/evidence/vllm_dsv4_start_logs.yaml). Which runner runs a command: engines/vllm/releases.py
+# model_runner_v2 (VllmConfig.use_v2_model_runner by release)
 V2_PROFILED_FROM = (0, 29, 0)
 V2_SOURCE = (
     "vllm 0.25.0-0.28.0 wheels (PyPI) vllm/v1/worker/gpu/model_runner.py GPUModelRunner.profile_cudagraph_memory "

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 
+from k3plan.engines.serve_values import same_checkpoint
 from k3plan.errors import K3PlanError
 from k3plan.structs import Frozen
 from k3plan.units import GiB
@@ -235,14 +236,14 @@ def read_speculative(get, model_text: str, *, kv_cache_dtype: str = "auto", ds_m
         method = "ngram" if model in ("ngram", "[ngram]") else "draft_model"
     method = str(method)
     if method in MTP_NAMES:
-        if model is not None and str(model).strip().rstrip("/").lower() != model_text.strip().rstrip("/").lower():
+        if model is not None and not same_checkpoint(str(model), model_text):
             raise K3PlanError(
                 f"--serve: --speculative-config method {method} with model {model!r}: a separate MTP checkpoint is not "
                 "priced; k3plan prices the target checkpoint's own MTP layers (leave model out)"
             )
         return SpecServe(method="mtp", num_speculative_tokens=n, given=given)
     if method == "dspark":
-        if model is not None and str(model).strip().rstrip("/").lower() != model_text.strip().rstrip("/").lower():
+        if model is not None and not same_checkpoint(str(model), model_text):
             raise K3PlanError(
                 f"--serve: --speculative-config method dspark with model {model!r}: a separate DSpark checkpoint is "
                 "not priced; k3plan prices the DSpark stages a target checkpoint ships (leave model out)"
