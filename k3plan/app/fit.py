@@ -518,6 +518,20 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
             release=q.release,  # the command's release: a model's rule may change with it (Engine.by_release)
             moe_backend=q.moe_backend,  # the kernel a model's rule may follow (DeepSeek-V4.1 on gfx942)
         )
+    copies_rule = engine_rules(q.stack).redundant_expert_pad
+    if q.eplb is not None and copies_rule is not None and model.spec.moe is not None:
+        # redundant expert copies (vLLM's EPLB): a rank holds (E + R) / EP experts, in the budget's weights through the
+        # same Stack.expert_pad (EPLB needs expert parallelism, so no shard padding above applies with it)
+        copies = copies_rule(
+            architecture=model.spec.architecture,
+            vendor=hw.vendor,
+            experts=model.spec.moe.num_experts,
+            redundant=q.eplb[0],
+            ep=q.tp * q.dp,
+            moe_backend=q.moe_backend,
+        )
+        if copies is not None:
+            opts["expert_pad"] = copies
     if q.release is not None:
         # the budget follows the engine's release: an option default it changed (Engine.option_defaults: vLLM's
         # gpu_memory_utilization) and DeepSeek-V4's charge (Stack.engine_release)
@@ -783,6 +797,7 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         q_lora_rank=(spec.mla.q_lora_rank or 0) if spec.mla else 0,
         tp_attention=setup.parallel.tp,
         mega_moe=_mega_moe(served, setup, result, vendor=hw.vendor),
+        eplb_state=_eplb_state(served, setup, result, vendor=hw.vendor),
         # the routed experts' checkpoint formats: the MoE method that raises a weights' OOM (engines/vllm/memory.py)
         expert_formats=tuple(sorted({f for role, f in setup.model.inventory.role_formats if role == "expert"})),
     )
@@ -809,6 +824,30 @@ def _mega_moe(served, setup: Setup, result: FitResult, *, vendor: str) -> tuple[
         hidden=spec.hidden_size,
         intermediate=spec.moe.expert_intermediate,
         max_num_batched_tokens=result.workload.prefill_chunk_tokens,
+    )
+
+
+def _eplb_state(served, setup: Setup, result: FitResult, *, vendor: str) -> tuple[int, str] | None:
+    """The EPLB state vLLM adds at load where the command enables EPLB (engines/vllm/eplb.py), one MoE layer's experts
+    as the budget holds them a device for its transfer buffer; None elsewhere."""
+    from k3plan.engines.vllm.eplb import eplb_state
+    from k3plan.step.terms import term_map
+
+    spec = setup.model.spec
+    if served is None or served.eplb is None or spec.moe is None:
+        return None
+    moe_layers = sum(1 for m in spec.mlps if m == "moe")
+    experts = term_map(result.weights_by_role).get("expert", 0)
+    draft = served.draft
+    return eplb_state(
+        architecture=spec.architecture,
+        vendor=vendor,
+        eplb=served.eplb,
+        moe_layers=moe_layers,
+        experts=spec.moe.num_experts,
+        layer_expert_bytes=int(experts) // max(moe_layers, 1),
+        drafter_moe_layers=spec.mtp_layers if draft is not None and draft.expert_bytes_per_device else 0,
+        moe_backend=served.moe_backend,
     )
 
 

@@ -135,6 +135,10 @@ class Engine:
     # rule (vLLM: engines/vllm/moe_padding.py expert_shard_pad; the budget's weights read it through
     # Stack.expert_pad); None: the engine pads no shard k3plan prices
     expert_shard_pad: Optional[Callable[..., Optional[tuple[int, int, str]]]] = None
+    # (architecture, vendor, experts, redundant, ep) -> (num, den, why): a rank holds num / den of the experts' share
+    # where the command adds redundant expert copies (vLLM's EPLB: engines/vllm/eplb.py redundant_expert_pad; read
+    # through Stack.expert_pad as the shard padding is); None: the engine's redundant experts are not priced
+    redundant_expert_pad: Optional[Callable[..., Optional[tuple[int, int, str]]]] = None
     # the FP4 checkpoint storage formats (models/formats.py) whose bytes k3plan read the engine holding as stored on
     # the GPUs that run them (engines/fp4_paths.py): priced there, refused elsewhere and under other engines
     fp4_storage_held: frozenset[str] = frozenset()

@@ -117,6 +117,9 @@ class Reading:
     dp: int = 1
     ep: int | None = None
     expert_parallel: bool = True
+    # vLLM's --enable-eplb: (num_redundant_experts, window_size), the expert copies and the load-balancing state each
+    # MoE model adds (engines/vllm/eplb.py); None: EPLB off
+    eplb: tuple[int, int] | None = None
     context: int | None = None
     context_auto: bool = False
     chunk: int | None = None

@@ -185,8 +185,9 @@ def test_the_v41_recipe_reads_with_its_indexer_format_a_caveat_and_eplb_without_
     assert q.model == "deepseek-v4.1-flash" and {"--enable-eplb", "--eplb-config", "--numa-bind"} <= set(q.ignored)
     assert "--attention-config" not in q.ignored
     assert any(c.startswith("--attention-config indexer_kv_dtype mxfp4") for c in q.caveats)
-    with pytest.raises(K3PlanError, match="redundant experts"):
-        _q(DYNAMO_V41 + """ --eplb-config '{"num_redundant_experts": 32}'""")
+    assert q.eplb == (0, 1000)  # EPLB on, no copies, vLLM's default window (engines/vllm/eplb.py)
+    # redundant copies are read here; fit refuses them under MegaMoE (tests/engines/test_vllm_eplb.py)
+    assert _q(DYNAMO_V41 + """ --eplb-config '{"num_redundant_experts": 32}'""").eplb == (32, 1000)
 
 
 def test_the_fp4_indexer_assertion_is_vllm_s_cuda_indexer_s_not_the_tpu_plugin_s(cli):

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from k3plan.engines.engine import Engine
 from k3plan.engines.vllm import dsv4
+from k3plan.engines.vllm.eplb import redundant_expert_pad
 from k3plan.engines.vllm.moe_padding import expert_shard_pad
 from k3plan.engines.vllm.releases import NEWEST_READ, NEWEST_RELEASE, in_flight_batches, option_defaults
 
@@ -57,6 +58,7 @@ ENGINE = Engine(
     latest_release_read=NEWEST_READ,  # 0.34.0: read, priced under --engine-version (releases.py)
     windowed_in_flight=in_flight_batches,  # DeepSeek-V4's windowed groups: batches in flight by release and scheduling
     expert_shard_pad=expert_shard_pad,  # a TP-split expert shard padded by the model's rule (moe_padding.py)
+    redundant_expert_pad=redundant_expert_pad,  # EPLB's redundant experts a rank holds (eplb.py)
     scheduling_default=(
         True,
         "the engine's default from v0.14.0 (vllm-project/vllm#27614): vllm/config/vllm.py VllmConfig.__post_init__ "

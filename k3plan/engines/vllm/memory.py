@@ -594,6 +594,7 @@ def engine_sizing(
     utilization_given: bool = False,
     mega_moe: tuple[int, str] | None = None,
     expert_formats: tuple[str, ...] = (),
+    eplb_state: tuple[int, str] | None = None,
 ) -> EngineSizing | None:
     """The sizing of the stack's engine from a fit's numbers; None where the stack's pool is not vLLM's
     (kv_pool method utilization_minus_profile: GPU vLLM; utilization_minus_resident: the torch_tpu plugin).
@@ -610,7 +611,9 @@ def engine_sizing(
     already in ``weights_bytes``; a drafter's experts, added here, are padded alike. ``weights_source``: where
     ``weights_bytes`` comes from (fit passes the budget's own weights line).
     ``mega_moe``: DeepGEMM Mega MoE's symmetric buffer a GPU and its source (engines/vllm/mega_moe.py
-    mega_moe_non_torch), added to the non-torch increase; None: the command runs no such buffer."""
+    mega_moe_non_torch), added to the non-torch increase; None: the command runs no such buffer.
+    ``eplb_state``: the EPLB state the model adds at load (engines/vllm/eplb.py eplb_state), in the load's
+    measurement and so in the weights; None: EPLB off."""
     if kv_pool_method not in ("utilization_minus_profile", "utilization_minus_resident"):
         return None
     # the torch_tpu plugin's per-layer layout (paging 'separate'): its own page, --block-size when a command gives one,
@@ -634,6 +637,9 @@ def engine_sizing(
     if draft is not None and draft.extra_mla_layers:  # the MTP layers' attention caches, in the pool as MLA layers
         n_mla += draft.extra_mla_layers
         paging_source += f"; + {draft.extra_mla_layers} MTP MLA layer(s) in the pool ({draft.source})"
+    if eplb_state is not None:
+        weights_bytes += eplb_state[0]
+        weights_src += f", + {eplb_state[1]}"
     if expert_pad is not None and draft is not None and draft.expert_bytes_per_device:
         # the budget's weights hold the target's padded shards (Stack.expert_pad); the drafter's experts split alike
         extra = -(-draft.expert_bytes_per_device * (expert_pad[0] - expert_pad[1]) // expert_pad[1])

@@ -27,6 +27,7 @@ from k3plan.engines.vllm.attention_config import SM100_FAMILY, fp4_indexer, read
 from k3plan.engines.vllm.cudagraph import ESTIMATE_ENV, read_compilation, with_capture_sizes, with_max_capture
 from k3plan.engines.vllm.engram import ENGRAM_WHEEL_FROM, read_engram
 from k3plan.engines.vllm.engram import ENV as ENGRAM_ENV
+from k3plan.engines.vllm.eplb import EPLB_WINDOW_DEFAULT
 from k3plan.engines.vllm.memory import KV_MEMORY_SOURCE
 from k3plan.engines.vllm.spec import read_speculative
 from k3plan.errors import K3PlanError
@@ -450,6 +451,32 @@ def read_kv_cache_memory_bytes(r: Reading, raw: str | None) -> None:
 RUNNERS_PRICED = ("auto", "generate")
 
 
+# the KDA state's dtypes as vLLM takes them (CacheConfig.mamba_cache_dtype / mamba_ssm_cache_dtype, "auto" by
+# default; MambaStateDtypeCalculator.kda_state_dtype: the conv state in mamba_cache_dtype, auto the model's bf16; the
+# recurrent state float32 for auto, else mamba_ssm_cache_dtype: vllm 0.33.0 wheel (PyPI), model_executor/layers/mamba/
+# mamba_utils.py): the values that keep k3plan's stack state (recurrent f32, conv bf16) -> what they resolve to
+MAMBA_DTYPES_KEPT = {"--mamba-cache-dtype": ("auto", "bfloat16"), "--mamba-ssm-cache-dtype": ("auto", "float32")}
+MAMBA_DTYPE_SOURCE = "vllm 0.33.0 wheel (PyPI) model_executor/layers/mamba/mamba_utils.py kda_state_dtype"
+
+
+def read_mamba_dtypes(r: Reading) -> None:
+    """--mamba-cache-dtype / --mamba-ssm-cache-dtype: no effect on a model without KDA layers, nor at the values that
+    resolve to k3plan's state dtypes (``MAMBA_DTYPES_KEPT``); another dtype of a KDA state is refused by name."""
+    for flag, kept in MAMBA_DTYPES_KEPT.items():
+        value = r.get(flag)
+        if value is None:
+            continue
+        model = r.resolve(r.model) if r.resolve is not None and r.model else ""
+        if value.strip().lower() in kept or not model.startswith(("kimi-linear", "kimi-k3")):
+            r.ignored.append(flag)
+            continue
+        raise K3PlanError(
+            f"--serve: {flag} {value}: a KDA state dtype other than vLLM's default ({' / '.join(kept)} keep the "
+            f"recurrent state float32 and the conv state bf16: {MAMBA_DTYPE_SOURCE}) is not priced by k3plan; "
+            "remove it to price vLLM's default"
+        )
+
+
 def read(r: Reading) -> None:
     """A vLLM command's flags, in the order the refusals come: the model, the split, the context, the chunk and the
     batch (with vLLM's defaults by device), the memory options, the launch-line flags, the dtypes, the
@@ -480,6 +507,7 @@ def read(r: Reading) -> None:
             "--serve: --mamba-cache-mode all: a state block every block_size tokens of a request (vLLM 0.31.0's "
             "MambaSpec.max_memory_usage_bytes; gone from 0.32.0) is not priced by k3plan; expected align or none"
         )
+    read_mamba_dtypes(r)
     mono = get(MONOKERNEL, None)
     if mono is not None and mono.lower() not in ("false", "0"):
         raise K3PlanError(
@@ -679,16 +707,29 @@ def read(r: Reading) -> None:
             "dsv41_pages) and at fp8 for DeepSeek-V4's"
         )
     # expert-parallel load balancing (vLLM EPLBConfig): moving experts between ranks costs nothing k3plan prices;
-    # redundant experts (num_redundant_experts > 0) add expert copies a rank, which it does not price
+    # redundant experts (num_redundant_experts > 0) add expert copies a rank, priced by the budget's weights
+    # (engines/vllm/eplb.py redundant_expert_pad, applied in app/fit.py where the model's expert count is known)
     eplb, eplb_cfg = get("--enable-eplb", None), get("--eplb-config", None)
     redundant = get("--num-redundant-experts", None)
+    window = None
     if eplb_cfg is not None:
-        redundant = json_object("--eplb-config", eplb_cfg).get("num_redundant_experts", redundant)
-    if redundant not in (None, 0, "0"):
+        cfg = json_object("--eplb-config", eplb_cfg)
+        redundant, window = cfg.get("num_redundant_experts", redundant), cfg.get("window_size")
+    count = flag_int("num_redundant_experts", str(redundant), lo=0) if redundant is not None else 0  # EPLBConfig: ge=0
+    eplb_on = eplb is not None and eplb.lower() not in ("false", "0")
+    if count and not eplb_on:
         raise K3PlanError(
-            f"--serve: {redundant} redundant experts (EPLB num_redundant_experts): the extra expert copies a rank holds "
-            "are not priced by k3plan; remove them to price vLLM without"
+            f"--serve: vLLM refuses num_redundant_experts {count} without --enable-eplb ('Either enable EPLB or "
+            "unset num_redundant_experts.': vllm 0.33.0 wheel, config/parallel.py ParallelConfig)"
         )
+    if eplb_on and not r.expert_parallel:
+        raise K3PlanError(
+            "--serve: vLLM refuses --enable-eplb without --enable-expert-parallel ('enable_expert_parallel must be "
+            "True to use EPLB.': vllm 0.33.0 wheel, config/parallel.py ParallelConfig)"
+        )
+    if eplb_on and r.platform != "tpu":
+        # (redundant copies, load window): the copies and the EPLB state the model adds at load (engines/vllm/eplb.py)
+        r.eplb = (count, flag_int("window_size", str(window)) if window is not None else EPLB_WINDOW_DEFAULT)
     r.ignored += [f for f, v in (("--enable-eplb", eplb), ("--eplb-config", eplb_cfg)) if v is not None]
     # --additional-config is the platform plugin's own dict (vLLM passes it whole); on a TPU a "sharding" key makes
     # the command tpu-inference's (read above, engines/tpu_inference/serve.py); on a GPU it is no platform's mesh,
