@@ -28,13 +28,25 @@ def test_the_pool_counts_from_the_free_memory_before_loading_where_a_log_gives_i
     assert "free memory before loading on an H200" in eng["sources"]["kv_pool"]
 
 
+def test_the_b200_figure_is_the_load_lines_of_a_b200_log(cli):
+    """sgl-project/sglang#9162 (a B200 at TP 4, SGLang main of 2025-08-13): '[2025-08-13 14:27:06 TP0] Load weight
+    begin. avail mem=175.34 GB' and '[2025-08-13 14:34:24 TP0] Load weight end. type=DeepseekV3ForCausalLM,
+    dtype=torch.bfloat16, avail mem=80.84 GB, mem usage=94.50 GB': the two lines give the same free memory."""
+    free, source = FREE_BEFORE_LOAD["nvidia-b200"]
+    assert round(free / GiB, 2) == 175.34 == round(80.84 + 94.50, 2)
+    assert "sgl-project/sglang#9162" in source
+    eng = _engine(cli, "nvidia-b200")
+    assert eng["kv_pool_bytes"] == int(0.9 * free) - eng["weights_bytes"]
+    assert "free memory before loading on a B200" in eng["sources"]["kv_pool"]
+
+
 def test_a_gpu_without_such_a_log_counts_from_its_usable_hbm_and_says_the_rest_is_unpriced(cli):
     from k3plan.hardware import load_hardware
 
-    assert "nvidia-b200" not in FREE_BEFORE_LOAD
-    eng = _engine(cli, "nvidia-b200")
+    assert "nvidia-b300" not in FREE_BEFORE_LOAD
+    eng = _engine(cli, "nvidia-b300")
     assert (
-        eng["kv_pool_bytes"] == int(0.9 * load_hardware("nvidia-b200").usable_bytes_per_device) - eng["weights_bytes"]
+        eng["kv_pool_bytes"] == int(0.9 * load_hardware("nvidia-b300").usable_bytes_per_device) - eng["weights_bytes"]
     )
     assert "CUDA context" in eng["unpriced"]
     assert "beyond the logged free memory before loading" in _engine(cli, "nvidia-h200")["unpriced"]

@@ -134,6 +134,14 @@ FREE_BEFORE_LOAD: dict[str, tuple[int, str]] = {
         "mem=209.98 GB, mem usage=73.58 GB', the lowest rank (TP1's 283.96; the minimum over ranks is taken) "
         "(Kimi-K2.5: tests/engines/cases/sglang-amdissues-kimi-k2.5-mi355x-tp8.yaml)",
     ),
+    "nvidia-b200": (
+        round((80.84 + 94.50) * GiB),
+        "SGLang's free memory before loading on a B200 at TP 4, 175.34 GiB: '[2025-08-13 14:34:24 TP0] Load weight end. "
+        "type=DeepseekV3ForCausalLM, dtype=torch.bfloat16, avail mem=80.84 GB, mem usage=94.50 GB', the figure its 'Load "
+        "weight begin. avail mem=175.34 GB' prints (sgl-project/sglang#9162, SGLang main of 2025-08-13, between the 0.5.0rc0 "
+        "and 0.5.0rc2 wheels (built 2025-08-08 and 2025-08-14), with a DeepSeek-R1 NVFP4 checkpoint k3plan does not "
+        "bundle: the figure is the GPU's before any weight, not the model's)",
+    ),
     "amd-mi300x": (
         round((100.32 + 90.07) * GiB),
         "SGLang's free memory before loading on an MI300X at TP 16 over two nodes, 190.39 GiB: 'Load weight end. ... "
