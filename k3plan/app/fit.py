@@ -520,14 +520,16 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
         )
     copies_rule = engine_rules(q.stack).redundant_expert_pad
     if q.eplb is not None and copies_rule is not None and model.spec.moe is not None:
-        # redundant expert copies (vLLM's EPLB): a rank holds (E + R) / EP experts, in the budget's weights through the
+        # redundant expert copies (vLLM's EPLB, SGLang's --ep-num-redundant-experts): a rank holds (E + R) / EP experts, in the budget's weights through the
         # same Stack.expert_pad (EPLB needs expert parallelism, so no shard padding above applies with it)
         copies = copies_rule(
             architecture=model.spec.architecture,
             vendor=hw.vendor,
             experts=model.spec.moe.num_experts,
             redundant=q.eplb[0],
-            ep=q.tp * q.dp,
+            tp=q.tp,
+            dp=q.dp,
+            ep=q.ep,  # the command's EP size where its engine reads one (SGLang's --ep-size); vLLM spans TP x DP
             moe_backend=q.moe_backend,
         )
         if copies is not None:

@@ -33,18 +33,22 @@ def _refused(cmd: str) -> str:
 
 def test_redundant_experts_a_rank_holds_as_ints():
     # DeepSeek-R1's 256 experts + 32 over EP 8: 36 a rank over the 32 the plain split holds
-    assert redundant_expert_pad(architecture="deepseek_v3", vendor="nvidia", experts=256, redundant=32, ep=8)[:2] == (
+    assert redundant_expert_pad(architecture="deepseek_v3", vendor="nvidia", experts=256, redundant=32, tp=8, dp=1)[
+        :2
+    ] == (
         36,
         32,
     )
     # EPLB on without copies: nothing added, the split still checked
-    assert redundant_expert_pad(architecture="deepseek_v3", vendor="nvidia", experts=256, redundant=0, ep=8) is None
+    assert (
+        redundant_expert_pad(architecture="deepseek_v3", vendor="nvidia", experts=256, redundant=0, tp=8, dp=1) is None
+    )
     with pytest.raises(K3PlanError, match="even distribution"):
-        redundant_expert_pad(architecture="deepseek_v3", vendor="nvidia", experts=256, redundant=30, ep=8)
+        redundant_expert_pad(architecture="deepseek_v3", vendor="nvidia", experts=256, redundant=30, tp=8, dp=1)
     with pytest.raises(K3PlanError, match="does not pass them"):  # V4's ROCm model passes none
-        redundant_expert_pad(architecture="deepseek_v4", vendor="amd", experts=256, redundant=32, ep=8)
+        redundant_expert_pad(architecture="deepseek_v4", vendor="amd", experts=256, redundant=32, tp=8, dp=1)
     with pytest.raises(K3PlanError, match="does not pass them"):
-        redundant_expert_pad(architecture="kimi_k3", vendor="nvidia", experts=896, redundant=128, ep=32)
+        redundant_expert_pad(architecture="kimi_k3", vendor="nvidia", experts=896, redundant=128, tp=32, dp=1)
 
 
 def test_the_state_s_bytes():

@@ -10,6 +10,7 @@ from pathlib import Path
 from k3plan.engines.engine import Engine
 from k3plan.engines.sglang import dsv4
 from k3plan.engines.sglang.dsv4_pool import OLDEST_READ
+from k3plan.engines.sglang.eplb import redundant_expert_pad
 from k3plan.engines.sglang.fraction_eras import era_fraction
 from k3plan.engines.sglang.prefill_graph import prefill_graph
 from k3plan.engines.sglang.releases import (
@@ -21,6 +22,7 @@ from k3plan.engines.sglang.releases import (
 )
 
 ENGINE = Engine(
+    redundant_expert_pad=redundant_expert_pad,  # --ep-num-redundant-experts (engines/sglang/eplb.py)
     name="dp-attention",
     package="dp_attention",
     stack_path=Path(__file__).resolve().parent / "stack.yaml",

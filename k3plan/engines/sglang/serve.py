@@ -600,6 +600,11 @@ def read(r: Reading) -> None:
     shared_fusion(r)  # after DP attention and the all-to-all are read
     v41_vision(r)  # after the split and the all-to-all are read
     # flags that change the pool in ways k3plan does not price: refused with what they do, never priced as without
+    redundant = get("--ep-num-redundant-experts", None)
+    if redundant is not None and r.platform != "tpu":
+        # physical expert copies on each MoE layer, priced by the budget's weights (engines/sglang/eplb.py, applied
+        # in app/fit.py where the model's expert count is known); SGLang's EPLB state itself is not priced
+        r.eplb = (flag_int("--ep-num-redundant-experts", redundant, lo=0), 0)
     refuse_unpriced(get, UNPRICED, "SGLang")
 
 
@@ -900,7 +905,6 @@ UNPRICED = {
     # InferenceX's multi-node SGLang recipes (@843c6254 benchmarks/multi_node/srt-slurm-recipes/sglang/deepseek-v4/,
     # dsr1/; amd_utils/models.yaml)
     "--moe-dense-tp-size": "the dense MLP layers' TP size (1: whole on every rank; their bytes a GPU)",
-    "--ep-num-redundant-experts": "redundant expert copies a rank holds (their bytes)",
     "--deepep-mode": "DeepEP's normal / low-latency buffers (their size)",
 }
 

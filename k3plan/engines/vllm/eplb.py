@@ -48,13 +48,24 @@ def _takes_eplb(architecture: str, vendor: str, moe_backend: str | None) -> bool
 
 
 def redundant_expert_pad(
-    *, architecture: str, vendor: str, experts: int, redundant: int, ep: int, moe_backend: str | None = None
+    *,
+    architecture: str,
+    vendor: str,
+    experts: int,
+    redundant: int,
+    tp: int,
+    dp: int,
+    ep: int | None = None,
+    moe_backend: str | None = None,
 ) -> tuple[int, int, str] | None:
     """(num, den, why): a rank holds num / den of the experts' share without redundancy when vLLM's EPLB adds
-    ``redundant`` physical experts to each MoE layer's ``experts`` over ``ep`` expert-parallel ranks: (E + R) / EP
+    ``redundant`` physical experts to each MoE layer's ``experts`` over its EP group, ``tp`` x ``dp`` ranks (``ep``,
+    another engine's EP size, is not vLLM's: unread): (E + R) / EP
     experts a rank over the ceil(E / EP) the share holds. None where ``redundant`` is 0 (EPLB on without copies:
     the split is still checked) or the model's MoE takes no EPLB and none are asked. vLLM's own refusal (an uneven
     split) and redundant experts for a model whose vLLM code passes none raise K3PlanError."""
+    del ep
+    ep = tp * dp  # vLLM's EP group spans the TP x DP ranks (FusedMoEParallelConfig.make)
     supported = _takes_eplb(architecture, vendor, moe_backend)
     if redundant <= 0 and not supported:
         return None  # the model's MoE takes no EPLB: nothing added, nothing refused
