@@ -21,10 +21,16 @@ K3_MOE_PAD_SOURCE = (
     "Mxfp4MoEMethod.create_weights) and #51131 (merged: no padding with --enable-expert-parallel)"
 )
 # DeepSeek-V4.1's MXFP4 experts go to Mxfp4MoEMethod, whose oracle rounds the intermediate a TP shard holds up to its
-# backend's alignment: 128 for the backends that run their activation (Marlin, FlashInfer CUTLASS; TRTLLM's 256 takes
-# SWIGLUOAI only, and V4.1's experts are clamped SiLU), so a V4.1-Flash shard of 2,304 / 8 = 288 is held as 384 (+33%)
-# on H200 and on SM100 alike. DeepSeek-V4's own quantization path was not read (its shards at TP <= 8, 256 and 384,
-# need no rounding anyway)
+# backend's alignment: 128 for the backends that run their activation, so a V4.1-Flash shard of 2,304 / 8 = 288 is
+# held as 384 (+33%) and 2,304 / 4 = 576 as 640, on H200 and on SM100 alike. At the commits MXFP4_PAD_SOURCE cites
+# TRTLLM took SWIGLUOAI only (V4.1's experts are clamped SiLU), leaving Marlin and FlashInfer CUTLASS; in the 0.30.0
+# and 0.31.0 wheels (PyPI) select_deepseek_v4_mxfp4_moe_backend's CUDA list starts FLASHINFER_TRTLLM_MXFP4_MXFP8,
+# DEEPGEMM_MXFP4, MARLIN, TrtLlmMxfp4ExpertsBase takes compute capability family 10 (sm_100 and sm_103 alike) and SiLU,
+# and mxfp4_round_up_hidden_size_and_intermediate_size rounds the intermediate to 128 for all three (TRTLLM's 256 is
+# the hidden size): another pick, the same bytes. No choice reads the shard's size, and the shuffled copies replace the
+# loaded parameters (quantization/mxfp4.py Mxfp4MoEMethod._setup_kernel replace_parameter): one copy at 128, on B200 /
+# GB200 / B300 / GB300 at TP 2, 4 and 8. DeepSeek-V4's own quantization path was not read (its shards at TP <= 8, 256
+# and 384, need no rounding anyway)
 MXFP4_SHARD_ALIGN = 128
 # From 0.32.0 the oracle puts Humming ahead of Marlin on compute capability 9.0 (H100 / H20 / H200), whose own round-up
 # is 64, but Humming's repack pads w13's N (2 x the shard) to 256 and w2's K (the shard) to 128, so the shard is held
