@@ -918,6 +918,14 @@ ENGINE_VISIBLE_HBM: dict[str, tuple[int, str]] = {
         "0.23.0: github.com/uv-xiao/pto-cu/blob/e5e2ca9a/docs/in_progress/nvidia_backend/vllm_remote_model_load_probe.md; "
         "format_gib rounds to 0.01 GiB, and 0.82 x 139.80 = 114.64)",
     ),
+    "nvidia-b300": (
+        round(267.69 * GiB),
+        "torch's total as vLLM's worker prints it at start on a B300 node: 'Free memory on device (264.19/267.69 GiB) "
+        "on startup. Desired GPU memory utilization is (0.95, 254.3 GiB)' (InferenceX server log 440197, DeepSeek-V4-Pro "
+        "at TP 4, quoted by github.com/SemiAnalysisAI/InferenceX-app/blob/450ba1312bde44c75b275dfe247de9974d133bc1/"
+        "packages/db/src/lib/fixtures/agentic-memory-vllm.json; format_gib rounds to 0.01 GiB, and 0.95 x 267.69 = "
+        "254.31; nvidia-smi's 275,040 MiB is 268.59)",
+    ),
     "amd-mi355x": (
         round(287.98 * GiB),
         "torch's total as vLLM's worker prints it at start on MI355X: 'Free memory on device cuda:N "
