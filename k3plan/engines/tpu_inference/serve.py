@@ -8,9 +8,11 @@ tpu_platform.py TpuPlatform.additional_env_vars, kowalski-4831/vllm-torchtpu@009
 
 What is priced: the split an MLA model gets under sharding_strategy's enable_dp_attention, vLLM's model code under
 tpu-inference (MODEL_IMPL_TYPE=vllm: stack option model_impl=vllm), the experts' fp4 requantization at load
-(MOE_REQUANTIZE_WEIGHT_DTYPE=fp4, MOE_REQUANTIZE_BLOCK_SIZE=512: option moe_requantize_weight_dtype=fp4), the KV
-dtype, --gpu-memory-utilization, --max-model-len, --max-num-batched-tokens and --max-num-seqs. What changes no
-memory is listed as ignored; anything else is refused in one line."""
+(MOE_REQUANTIZE_WEIGHT_DTYPE=fp4, MOE_REQUANTIZE_BLOCK_SIZE=512: option moe_requantize_weight_dtype=fp4: DeepSeek-V3 /
+R1's fp8 experts and Kimi-K2.6 / K2-Thinking's int4 ones; DeepSeek-V4's fp4 experts are requantized alike whatever the
+variables say), the KV dtype, --gpu-memory-utilization, --max-model-len, --max-num-batched-tokens and --max-num-seqs
+(vLLM's 256 when unset). What changes no memory is listed as ignored (a sharding_strategy tensor_parallelism equal to
+--tensor-parallel-size among it); anything else is refused in one line."""
 
 from __future__ import annotations
 
