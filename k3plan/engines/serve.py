@@ -167,6 +167,12 @@ IGNORED = {
     "--generation-config": 1,
     "--override-generation-config": 1,
     "--safetensors-load-strategy": 1,
+    # and the profiler its harness adds when a config sets CAPTURE_PROFILE=1 (scripts/vllm/benchmarking/
+    # run_benchmarks.sh start_vllm_server @f84ad69c: --profiler-config.profiler torch --profiler-config.
+    # torch_profiler_dir DIR --profiler-config.ignore_frontend true; the DeepSeek-V4 configs @23701f8e default
+    # CAPTURE_PROFILE to 1, the -profile configs set it): which profiler a /start_profile call runs and where its
+    # trace goes (vllm/config/profiler.py ProfilerConfig, 0.29.0 wheel), nothing held before the pool is sized
+    "--profiler-config": 1,
     # sglang
     "--trust-remote": 0,
     "--dist-init-addr": 1,
@@ -377,6 +383,10 @@ IGNORED_ENV = {
     "VLLM_USE_FLASHINFER_MOE_FP4",
     "CAPTURE_PROFILE",
     "USE_PHASED_PROFILER",
+    # the trace directory the torchtpu-vllm nightly harness exports with CAPTURE_PROFILE=1 (scripts/vllm/benchmarking/
+    # run_benchmarks.sh start_vllm_server @f84ad69c, beside --profiler-config.torch_profiler_dir): where a capture
+    # between /start_profile and /stop_profile is written, after the pool is sized
+    "VLLM_TORCH_PROFILER_DIR",
     # the vLLM recipes (vllm-project/recipes@8959cf6 models/moonshotai/Kimi-K3.yaml, Kimi-K2.6.yaml,
     # deepseek-ai/DeepSeek-V4-Flash.yaml / -Pro.yaml: hardware_overrides, strategy_overrides, pd_cluster env), each
     # for what it does to the pool vLLM sizes (Worker.determine_available_memory: what the worker measures once

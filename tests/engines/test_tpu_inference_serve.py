@@ -130,6 +130,10 @@ REFUSED = {
     "another requant dtype": (DAILY.replace("WEIGHT_DTYPE=fp4", "WEIGHT_DTYPE=int8"), "fp4 requantization only"),
     "another requant block": (DAILY.replace("BLOCK_SIZE=512", "BLOCK_SIZE=256"), "in 512-blocks"),
     "requant without a block": (DAILY.replace("MOE_REQUANTIZE_BLOCK_SIZE=512 ", ""), "in 512-blocks"),
+    "a sharding tensor_parallelism other than the flag's": (
+        DAILY.replace('{"enable_dp_attention": true}', '{"enable_dp_attention": true, "tensor_parallelism": 4}'),
+        "'tensor_parallelism'",
+    ),
     "unknown sharding_strategy key": (
         DAILY.replace('{"enable_dp_attention": true}', '{"enable_dp_attention": true, "expert_parallelism": 8}'),
         "'expert_parallelism'",
@@ -143,7 +147,6 @@ REFUSED = {
     "no dp attention": (DAILY.replace("true}", "false}"), "MLA models require both"),
     "no NEW_MODEL_DESIGN": (DAILY.replace("NEW_MODEL_DESIGN=1 ", ""), "MLA models require both"),
     "MLA off": (DAILY.replace("VLLM_MLA_DISABLE=0", "VLLM_MLA_DISABLE=1"), "without MLA"),
-    "no max-num-seqs": (DAILY.replace("--max-num-seqs 96 ", ""), "without --max-num-seqs"),
     "no max-num-batched-tokens": (
         DAILY.replace("--max-num-batched-tokens 1024 ", ""),
         "without --max-num-batched-tokens",
@@ -208,3 +211,90 @@ def test_the_fp8_expert_ids_are_the_ones_serve_reads_as_deepseek_v3():
     from k3plan.engines.tpu_inference.serve import FP8_EXPERT_MODELS
 
     assert set(FP8_EXPERT_MODELS) == {k for k, v in HF_MODELS.items() if v == "deepseek-v3"} | {"deepseek-v3"}
+
+
+def test_a_sharding_tensor_parallelism_equal_to_the_flag_changes_nothing(cli):
+    """from_vllm_config takes sharding_strategy tensor_parallelism only where it is set and differs from
+    --tensor-parallel-size: the Kimi-K2.6 nightly's tests/e2e/benchmarking/mmlu.sh writes it as the device count it
+    also passes to --tensor-parallel-size (8), so the mesh is the flag's."""
+    same = DAILY.replace('{"enable_dp_attention": true}', '{"enable_dp_attention": true, "tensor_parallelism": 8}')
+    base, d = _fit(cli, DAILY)["engine"], _fit(cli, same)["engine"]
+    assert (d["weights_bytes"], d["kv_pool_bytes"]) == (base["weights_bytes"], base["kv_pool_bytes"])
+    assert "--additional-config sharding_strategy tensor_parallelism=8" in d["serve"]["ignored"]
+
+
+def test_without_max_num_seqs_vllm_s_default_of_256_a_rank():
+    """vLLM's EngineArgs.get_batch_defaults reads get_device_total_memory in a try; tpu-inference's TpuPlatform
+    raises NotImplementedError there, so vllm serve takes the 256 sequences of its except branch (the TPU branch after
+    it moves max_num_batched_tokens only): vllm 0.26.0 / 0.28.0 wheels, vllm/engine/arg_utils.py."""
+    r = parse_serve(DAILY.replace("--max-num-seqs 96 ", ""), platform="tpu")
+    assert r.batch == 256
+
+
+def test_the_profile_capture_directory_is_listed_not_priced(cli):
+    """PHASED_PROFILING_DIR (its daily deepseek_profile.json cases) names where the phase profiler writes; the pool
+    is sized before it runs."""
+    cmd = "PHASED_PROFILING_DIR=gs://bucket/xprof " + DAILY
+    d, base = _fit(cli, cmd)["engine"], _fit(cli, DAILY)["engine"]
+    assert d["kv_pool_bytes"] == base["kv_pool_bytes"]
+    assert "PHASED_PROFILING_DIR=gs://bucket/xprof" in d["serve"]["ignored"]
+
+
+# tpu-inference's Kimi-K2.6 nightly accuracy run on a v7x-8 (tests/e2e/benchmarking/mmlu.sh @b8692ff0; the case
+# tests/engines/cases/tpu-inference-kimi-k2.6-v7x8-mmlu-nightly.yaml)
+K26 = (
+    "NEW_MODEL_DESIGN=1 VLLM_MLA_DISABLE=0 MOE_REQUANTIZE_BLOCK_SIZE=512 MOE_REQUANTIZE_WEIGHT_DTYPE=fp4 "
+    "MODEL_IMPL_TYPE=vllm vllm serve moonshotai/Kimi-K2.6 --max-model-len 1024 --max-num-seqs 64 "
+    "--max-num-batched-tokens 1024 --tensor-parallel-size 8 --kv-cache-dtype=fp8 --gpu-memory-utilization 0.95 "
+    "--enable-expert-parallel --additional-config "
+    '\'{"sharding": {"sharding_strategy": {"enable_dp_attention": true, "tensor_parallelism": 8}}}\''
+)
+
+
+def test_kimi_k2_6_s_int4_experts_are_requantized_to_fp4_in_512_blocks(cli):
+    """compressed_tensors_moe_w4a8.py VllmCompressedTensorsW4A8MoEMethod unpacks K2.6's int4 group-32 experts and
+    requantizes them through process_quantized_moe_weights: 0.5 B a parameter + a 4-B scale a 512, not the
+    checkpoint's 0.5 B + a 2-B scale a 32."""
+    from k3plan.models import load_model
+    from k3plan.models.formats import get_format
+
+    d = _fit(cli, K26)
+    assert d["engine"]["starts"] is True and d["parallel"] == {**d["parallel"], "tp": 1, "dp": 8, "ep": 8}
+    experts = [t for t in load_model("kimi-k2.6").inventory.text if t.role == "expert"]
+    held = sum(get_format("fp4_f32scale_b512").nbytes(t.shape) for t in experts) / 8
+    assert abs(d["weights_by_role"]["expert"] - held) / held < 1e-9
+    ckpt = sum(t.nbytes for t in experts) / 8
+    assert d["weights_by_role"]["expert"] < ckpt
+
+
+def test_deepseek_v4_s_fp4_experts_are_requantized_whatever_the_variables_say(cli):
+    """DeepSeek-V4's fp4 experts go to VllmMxfp4MoEMethod, which requantizes them to fp4 with an f32 scale a 512 on
+    its own (MXFP4_REQUANTIZED_BLOCK_SIZE) and reads no MOE_REQUANTIZE_* variable: with or without them, one price,
+    and it is not the checkpoint's (a 1-B scale a 32)."""
+    from k3plan.models import load_model
+    from k3plan.models.formats import get_format
+
+    v4 = DAILY.replace("deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V4-Flash")
+    bare = v4.replace("MOE_REQUANTIZE_BLOCK_SIZE=512 MOE_REQUANTIZE_WEIGHT_DTYPE=fp4 ", "")
+    a, b = _fit(cli, v4), _fit(cli, bare)
+    assert a["weights_by_role"] == b["weights_by_role"]
+    experts = [t for t in load_model("deepseek-v4-flash").inventory.text if t.role == "expert"]
+    held = sum(get_format("fp4_f32scale_b512").nbytes(t.shape) for t in experts) / 8
+    assert abs(a["weights_by_role"]["expert"] - held) / held < 1e-9
+
+
+def test_the_int4_and_dsv4_expert_ids_are_the_ones_serve_resolves_to_those_bundles():
+    """tpu_inference/serve.py keeps its own id lists (importing engines.serve there is a cycle): they must stay the
+    priced ids that resolve to a bundle whose experts are int4 group-32 (Kimi-K2.6 / K2-Thinking) or DeepSeek-V4's
+    fp4 (V4-Flash / V4-Pro; V4.1 has no tpu-inference path), with the bundles' own names."""
+    from k3plan.engines.serve import model_of, priced_ids
+    from k3plan.engines.tpu_inference.serve import DSV4_EXPERT_MODELS, INT4_EXPERT_MODELS
+    from k3plan.models import load_model
+
+    def expert_formats(name: str) -> set[str]:
+        return {t.fmt for t in load_model(name).inventory.tensors if t.role == "expert"}
+
+    int4 = {i for i in priced_ids() if expert_formats(model_of(i)) == {"int4_g32"}}
+    assert INT4_EXPERT_MODELS == int4 | {model_of(i) for i in int4}
+    dsv4 = {i for i in priced_ids() if model_of(i) in ("deepseek-v4-flash", "deepseek-v4-pro")}
+    assert DSV4_EXPERT_MODELS == dsv4 | {model_of(i) for i in dsv4}

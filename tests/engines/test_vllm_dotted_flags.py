@@ -209,3 +209,30 @@ def test_the_v41_recipe_reads_whole_with_its_dspark_drafter_and_mxfp4_index_keys
     eng = json.loads(r.stdout)["engine"]
     assert eng["starts"] and "index keys of 68 B" in eng["sources"]["num_blocks"]
     assert "DSpark stages" in eng["sources"]["weights"]
+
+
+# kowalski-4831/vllm-torchtpu scripts/vllm/benchmarking/run_benchmarks.sh start_vllm_server @f84ad69c: with
+# CAPTURE_PROFILE=1 (configs/deepseek-v4-flash-dp8-ep-profile.sh @a8d20b0f; the DeepSeek-V4 configs @23701f8e default
+# it to 1) the nightly harness adds these to every server
+PROFILED = (
+    "CAPTURE_PROFILE=1 VLLM_TORCH_PROFILER_DIR=/r/profile vllm serve deepseek-ai/DeepSeek-V4-Flash "
+    "--tensor-parallel-size 1 --data-parallel-size 8 --enable-expert-parallel --kv-cache-dtype fp8 "
+    "--max-model-len 9216 --max-num-batched-tokens 1024 --max-num-seqs 256 --gpu-memory-utilization 0.9 "
+    "--profiler-config.profiler torch --profiler-config.torch_profiler_dir /r/profile "
+    "--profiler-config.ignore_frontend true"
+)
+
+
+def test_the_nightly_harness_s_profiler_flags_are_listed_not_refused(cli):
+    """vLLM's ProfilerConfig (vllm/config/profiler.py, 0.29.0 wheel) says which profiler a /start_profile call runs
+    and where its trace goes: nothing held before the pool is sized, so the pool is the unprofiled command's."""
+    plain = PROFILED.split(" --profiler-config.profiler")[0].replace(
+        "CAPTURE_PROFILE=1 VLLM_TORCH_PROFILER_DIR=/r/profile ", ""
+    )
+    runs = [cli("fit", "-H", "tpu-v7x", "-t", "2x2x1", "--serve", c, "--json") for c in (PROFILED, plain)]
+    assert all(r.exit_code == 0 for r in runs), runs[0].output
+    a, b = (json.loads(r.stdout)["engine"] for r in runs)
+    assert a["kv_pool_bytes"] == b["kv_pool_bytes"] and a["weights_bytes"] == b["weights_bytes"]
+    assert (
+        "--profiler-config" in a["serve"]["ignored"] and "VLLM_TORCH_PROFILER_DIR=/r/profile" in a["serve"]["ignored"]
+    )

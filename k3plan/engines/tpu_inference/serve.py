@@ -8,9 +8,11 @@ tpu_platform.py TpuPlatform.additional_env_vars, kowalski-4831/vllm-torchtpu@009
 
 What is priced: the split an MLA model gets under sharding_strategy's enable_dp_attention, vLLM's model code under
 tpu-inference (MODEL_IMPL_TYPE=vllm: stack option model_impl=vllm), the experts' fp4 requantization at load
-(MOE_REQUANTIZE_WEIGHT_DTYPE=fp4, MOE_REQUANTIZE_BLOCK_SIZE=512: option moe_requantize_weight_dtype=fp4), the KV
-dtype, --gpu-memory-utilization, --max-model-len, --max-num-batched-tokens and --max-num-seqs. What changes no
-memory is listed as ignored; anything else is refused in one line."""
+(MOE_REQUANTIZE_WEIGHT_DTYPE=fp4, MOE_REQUANTIZE_BLOCK_SIZE=512: option moe_requantize_weight_dtype=fp4: DeepSeek-V3 /
+R1's fp8 experts and Kimi-K2.6 / K2-Thinking's int4 ones; DeepSeek-V4's fp4 experts are requantized alike whatever the
+variables say), the KV dtype, --gpu-memory-utilization, --max-model-len, --max-num-batched-tokens and --max-num-seqs
+(vLLM's 256 when unset). What changes no memory is listed as ignored (a sharding_strategy tensor_parallelism equal to
+--tensor-parallel-size among it); anything else is refused in one line."""
 
 from __future__ import annotations
 
@@ -35,6 +37,12 @@ SPLIT_SOURCE = (
 )
 # the sharding_strategy keys k3plan reads; the others change the mesh in ways it has not priced
 STRATEGY_READ = frozenset({"enable_dp_attention"})
+# sharding_strategy "tensor_parallelism" replaces --tensor-parallel-size only where it is set and differs from it
+# (from_vllm_config: `if pc_tensor_parallelism != ss_tensor_parallelsim and ss_tensor_parallelsim: tensor_parallelism =
+# ss_tensor_parallelsim else: tensor_parallelism = pc_tensor_parallelism`): equal to the flag (or 0 / null) the mesh
+# is the flag's, so nothing moves; the Kimi-K2.6 nightly's tests/e2e/benchmarking/mmlu.sh and mlperf.sh write it as
+# the device count they pass to --tensor-parallel-size
+STRATEGY_TP = "tensor_parallelism"
 # tpu_runner.py _init_inputs: additional_config "compilation_sizes" are extra token paddings the step is compiled
 # for (num_tokens_paddings), not memory held
 # and "sparse_matmul" (its daily CI's run_jax_deepseek_v3_1k_8k.json, scripts/multihost/benchmarks/jax/
@@ -48,6 +56,18 @@ ADDITIONAL_UNPRICED = {
     "replicate_attn_weights": "the attention projections whole on every device (deepseek_v3.py: their sharding ())",
 }
 
+# --max-num-seqs unset: vLLM's EngineArgs.get_batch_defaults sizes its defaults by current_platform.
+# get_device_total_memory(), in a try whose except sets device_memory = 0; tpu-inference's TpuPlatform.
+# get_device_total_memory raises NotImplementedError, so vllm serve (UsageContext.OPENAI_API_SERVER) takes the
+# else branch, 256 sequences, and the TPU branch after it moves max_num_batched_tokens only (read in the vllm 0.11.0,
+# 0.26.0 and 0.28.0 wheels, vllm/engine/arg_utils.py; TpuPlatform at b8692ff0 and at fc99173d alike)
+DEFAULT_MAX_NUM_SEQS = 256
+DEFAULT_SEQS_SOURCE = (
+    "vllm/engine/arg_utils.py EngineArgs.get_batch_defaults (the vllm 0.26.0 / 0.28.0 wheels): device_memory 0 "
+    "when get_device_total_memory raises -> OPENAI_API_SERVER max_num_seqs 256; tpu_inference/platforms/"
+    f"tpu_platform.py TpuPlatform.get_device_total_memory raises NotImplementedError ({SOURCE})"
+)
+
 # the environment tpu-inference's command sets (tpu_inference/envs.py, vLLM's envs)
 MODEL_IMPL = "MODEL_IMPL_TYPE"
 REQUANT_DTYPE = "MOE_REQUANTIZE_WEIGHT_DTYPE"
@@ -58,13 +78,34 @@ NEW_MODEL_DESIGN = "NEW_MODEL_DESIGN"
 BACKEND_TYPE = "TPU_BACKEND_TYPE"
 # vLLM's switch off MLA (0, its default: MLA on, as k3plan prices)
 MLA_DISABLE = "VLLM_MLA_DISABLE"
-KNOWN_ENV = frozenset({BACKEND_TYPE, MLA_DISABLE})
+# the directory of its phase-based xprof capture (tpu_inference/envs.py PHASED_PROFILING_DIR, default ''; read in
+# tpu_runner.py TPUModelRunner._init_phased_profiling -> runner/utils.py PhasedBasedProfiler, which starts and stops
+# the JAX profiler around the served batches' phases, after the KV pool is sized): no memory the pool is sized
+# against; its daily DeepSeek-R1 profile cases (.buildkite/benchmark/cases/daily/deepseek_profile.json) set it
+PROFILING_DIR = "PHASED_PROFILING_DIR"
+KNOWN_ENV = frozenset({BACKEND_TYPE, MLA_DISABLE, PROFILING_DIR})
 PRICED_ENV = frozenset({MODEL_IMPL, REQUANT_DTYPE, REQUANT_BLOCK, NEW_MODEL_DESIGN, MLA_DISABLE, BACKEND_TYPE})
+PRICED_ENV |= {PROFILING_DIR}
 # the fp8 checkpoints whose experts the fp4 requantization is priced for (fp8_block experts: the runtime format
 # stack option moe_requantize_weight_dtype=fp4 maps), by the ids k3plan.engines.serve.HF_MODELS reads as deepseek-v3
 FP8_EXPERT_MODELS = frozenset(
     {"deepseek-v3", "deepseek-ai/deepseek-r1", "deepseek-ai/deepseek-r1-0528", "deepseek-ai/deepseek-v3"}
     | {"deepseek-ai/deepseek-v3-0324"}
+)
+# the int4 group-32 checkpoints (compressed-tensors pack-quantized, Kimi-K2.6 / K2.5 / K2-Thinking) whose experts it
+# is priced for as well: VllmCompressedTensorsW4A8MoEMethod (compressed_tensors_moe_w4a8.py, num_bits 4) unpacks the
+# int4 codes and requantizes them through the same process_quantized_moe_weights (stack.yaml's fp4 choice, expert@int4_g32),
+# by the ids engines.serve.model_of resolves to those bundles (models/bundled/*/provenance.json)
+INT4_EXPERT_MODELS = frozenset(
+    {"kimi-k2.6", "kimi-k2-thinking", "moonshotai/kimi-k2.6", "moonshotai/kimi-k2.5", "moonshotai/kimi-k2-thinking"}
+)
+# DeepSeek-V4's fp4 experts, requantized to fp4 in 512-blocks on vLLM's model code whatever MOE_REQUANTIZE_* say
+# (deepseek_v4_fp8.py VllmDeepseekV4Fp8Config -> mxfp4.py VllmMxfp4MoEMethod, MXFP4_REQUANTIZED_BLOCK_SIZE; stack.yaml
+# model_impl=vllm): the variables change nothing there; its nightly MMLU run sets them (.buildkite/pipeline_jax.yml
+# "E2E MMLU for DeepSeek-V4-Flash torchax backend")
+DSV4_EXPERT_MODELS = frozenset(
+    {"deepseek-v4-flash", "deepseek-v4-pro", "deepseek-ai/deepseek-v4-flash", "deepseek-ai/deepseek-v4-flash-0731"}
+    | {"deepseek-ai/deepseek-v4-pro", "deepseek-ai/deepseek-v4-pro-0813"}
 )
 # MODEL_IMPL_TYPE's values (envs.py env_with_choices: auto, vllm, flax_nnx, jetpack); the second, vLLM's model code, is
 # the one priced
@@ -105,6 +146,11 @@ def _additional(r: Reading) -> None:
     strategy = sharding.get("sharding_strategy", {})
     if not isinstance(strategy, dict):
         raise K3PlanError(f"--serve: {ADDITIONAL} sharding_strategy {strategy!r}: expected a JSON object")
+    same_tp = strategy.get(STRATEGY_TP)
+    whole = isinstance(same_tp, int) and not isinstance(same_tp, bool)
+    if STRATEGY_TP in strategy and (same_tp is None or (whole and same_tp in (0, r.tp))):
+        r.ignored.append(f"{ADDITIONAL} sharding_strategy {STRATEGY_TP}={same_tp}")
+        strategy = {k: v for k, v in strategy.items() if k != STRATEGY_TP}
     unread = sorted(set(strategy) - STRATEGY_READ)
     if unread:
         raise K3PlanError(
@@ -175,7 +221,7 @@ def _env(r: Reading) -> None:
         )
     r.env_read |= PRICED_ENV & set(env)
     # NEW_MODEL_DESIGN=1 is read (the MLA models' requirement above), not listed as ignored
-    r.ignored += [f"{k}={env[k]}" for k in (MLA_DISABLE, BACKEND_TYPE) if k in env]
+    r.ignored += [f"{k}={env[k]}" for k in (MLA_DISABLE, BACKEND_TYPE, PROFILING_DIR) if k in env]
 
 
 def _tokens(flag: str, value: str) -> int:
@@ -218,22 +264,24 @@ def read(r: Reading) -> None:
             raise K3PlanError("--serve: --max-model-len auto on tpu-inference: not read; give the length")
         r.context = _tokens("--max-model-len", raw_context)
     chunk, seqs = get("--max-num-batched-tokens", None), get("--max-num-seqs", None)
-    for flag, value in (("--max-num-batched-tokens", chunk), ("--max-num-seqs", seqs)):
-        if value is None:
-            # vLLM's EngineArgs._set_default_args picks TPU defaults by the chip name the platform reports (its
-            # table has V6E / V5E / V5P) and otherwise by device memory; what tpu-inference's TpuPlatform reports
-            # for a v7x was not read
-            raise K3PlanError(
-                f"--serve: tpu-inference without {flag}: vLLM's default for it on a TPU depends on the chip name "
-                "and memory tpu-inference's platform reports, which k3plan has not read; give the flag"
-            )
+    if chunk is None:
+        # vLLM's EngineArgs.get_batch_defaults picks a TPU chunk by the chip name the platform reports (V6E / V5E /
+        # V5P), then _set_default_max_num_seqs_and_batched_tokens_args moves it by max_model_len and chunked
+        # prefill: that path was not read for tpu-inference
+        raise K3PlanError(
+            "--serve: tpu-inference without --max-num-batched-tokens: vLLM's default for it on a TPU depends on the "
+            "chip name tpu-inference's platform reports and on chunked prefill, which k3plan has not read; give the "
+            "flag"
+        )
     r.chunk = _tokens("--max-num-batched-tokens", str(chunk))
     # per DP rank: tpu_runner.py TPUModelRunner._init_inputs (max_num_reqs = dp_size x max_num_seqs; the DP
     # scheduler's per-rank limits, core/sched/dp_scheduler.py)
-    r.batch = flag_int("--max-num-seqs", str(seqs))
+    r.batch = flag_int("--max-num-seqs", str(seqs)) if seqs is not None else DEFAULT_MAX_NUM_SEQS
     r.batch_source = (
         f"--max-num-seqs a DP rank ({SOURCE} tpu_inference/runner/tpu_runner.py TPUModelRunner._init_inputs: "
         f"max_num_reqs = dp_size x max_num_seqs = {devices * r.batch:,} in all)"
+        if seqs is not None
+        else f"vLLM's default of {DEFAULT_MAX_NUM_SEQS} sequences a DP rank under tpu-inference ({DEFAULT_SEQS_SOURCE})"
     )
     r.memory_options()
     if r.moe_backend is not None:
@@ -247,8 +295,9 @@ def read(r: Reading) -> None:
         )
     _env(r)
     if r.options.get("moe_requantize_weight_dtype") == "fp4":
-        if r.model.strip().rstrip("/").lower() not in FP8_EXPERT_MODELS:
+        if r.model.strip().rstrip("/").lower() not in FP8_EXPERT_MODELS | INT4_EXPERT_MODELS | DSV4_EXPERT_MODELS:
             raise K3PlanError(
                 f"--serve: {REQUANT_DTYPE}=fp4 for {r.model}: k3plan prices the requantization of fp8 block-scaled "
-                "experts (DeepSeek-V3 / R1) only"
+                "experts (DeepSeek-V3 / R1), int4 group-32 experts (Kimi-K2.6 / K2-Thinking) and DeepSeek-V4's fp4 "
+                "experts only"
             )
