@@ -179,7 +179,14 @@ def test_the_estimate_applied_to_every_v4_case(cli, monkeypatch, path):
         log_source=r["source"],
         differs="",
     )
-    assert kw["cudagraph"] is not None and kw["cudagraph"].bytes == want.bytes
+    got = kw["cudagraph"]
+    assert got is not None
+    if got.source.startswith("0: Model Runner V2"):
+        # a release whose Model Runner V2 runs the command and estimates no graphs (before 0.29.0: engines/vllm/
+        # releases.py model_runner_v2), e.g. InferenceX's August B300 nightly read as 0.28.0
+        assert got.bytes == 0
+    else:
+        assert got.bytes == want.bytes
     if "gap" in case["expect"]:
         assert wrong, f"{path.name}: the gap closed with the CUDA-graph estimate; drop 'gap'"
     else:
