@@ -30,9 +30,10 @@ def test_the_mi355x_total_is_the_one_vllm_prints():
 
 
 def test_the_pool_moves_by_the_utilization_of_that_total(cli):
-    lo, hi = _engine(cli, "0.9"), _engine(cli, "0.95")  # both pools positive (ROCm's graphs at #3068's figure)
+    # both pools positive (ROCm's graphs at #3068's figure, the bf16 wo_a copies the profile run caches: at 0.9 none is)
+    lo, hi = _engine(cli, "0.95"), _engine(cli, "0.97")
     assert lo["kv_pool_bytes"] > 0
     assert lo["weights_bytes"] == hi["weights_bytes"] and lo["activation_bytes"] == hi["activation_bytes"]
     total = round(287.98 * GiB)
-    assert hi["kv_pool_bytes"] - lo["kv_pool_bytes"] == int(0.95 * total) - int(0.9 * total)
+    assert hi["kv_pool_bytes"] - lo["kv_pool_bytes"] == int(0.97 * total) - int(0.95 * total)
     assert "287.98 GiB" in hi["sources"]["kv_pool"]

@@ -411,18 +411,75 @@ def dsv4_rocm_profile_workspace(
     return workspace, logits, how
 
 
-def dsv4_rocm_model_buffers(d: DSV4Dims, *, max_num_batched_tokens: int) -> tuple[int, str]:
-    """The buffers vLLM's ROCm DeepSeek-V4 model builds (``ROCM_V4_SOURCE``): topk_indices_buffer and the two-stage
-    compressor's float32 scratch in each ratio-128 layer; the RoPE tables the CUDA model builds were not read here."""
+ROCM_V4_MODEL_SOURCE = (
+    "vllm 0.26.0 wheel (PyPI), the same in the 0.25.0 and 0.28.0-0.34.0 wheels: models/deepseek_v4/amd/model.py "
+    "DeepseekV4Model.__init__ (topk_indices_buffer [max_num_batched_tokens, index_topk] int32; _mtp_hidden_buffer "
+    "[max_num_batched_tokens, hc_mult x hidden] in the model dtype on the last PP rank, whatever the speculative "
+    "config), amd/mtp.py DeepSeekV4MultiTokenPredictor.__init__ (its own topk_indices_buffer), the RoPE tables of "
+    "models/deepseek_v4/attention.py (common/rope.py build_deepseek_v4_rope, shared with the CUDA model), allocated "
+    "while the model is built, inside the load's measurement"
+)
+
+
+def dsv4_rocm_model_buffers(
+    d: DSV4Dims, *, max_num_batched_tokens: int, hidden_size: int = 0, mtp_ratios: tuple[int, ...] = ()
+) -> tuple[int, str]:
+    """The buffers vLLM's ROCm DeepSeek-V4 model (and its MTP drafter, ``mtp_ratios`` its layers' compress ratios;
+    (): none) builds (``ROCM_V4_SOURCE``, ``ROCM_V4_MODEL_SOURCE``): topk_indices_buffer (the drafter's own beside
+    it), the two-stage compressor's float32 scratch in each ratio-128 layer, _mtp_hidden_buffer (``hidden_size`` 0:
+    not priced) and the RoPE tables (``rope_tables``)."""
     assert d.csa2 is None
     t = max_num_batched_tokens
-    topk = t * d.index_topk * 4
+    topk = t * d.index_topk * 4 * (2 if mtp_ratios else 1)
     hca = sum(1 for r in d.compress_ratios if r == HCA_RATIO)
     scratch = hca * t * d.head_dim * F32
-    total = topk + scratch
+    hidden = t * d.hc_mult * hidden_size * BF16
+    rope, rope_how = rope_tables(d, (*d.compress_ratios, *mtp_ratios), v41=False) if hidden_size else (0, "")
+    total = topk + scratch + hidden + rope
     return total, (
-        f"the model's buffers on ROCm {total:,} B (topk_indices_buffer {t:,} x {d.index_topk} int32, the two-stage "
-        f"compressor's scratch {hca} x {t:,} x {d.head_dim} float32: {ROCM_V4_SOURCE})"
+        f"the model's buffers on ROCm {total:,} B (topk_indices_buffer {t:,} x {d.index_topk} int32"
+        + (" in the model and in the MTP drafter" if mtp_ratios else "")
+        + f", the two-stage compressor's scratch {hca} x {t:,} x {d.head_dim} float32"
+        + (f", _mtp_hidden_buffer {t:,} x {d.hc_mult} x {hidden_size:,} bf16; {rope_how}" if hidden_size else "")
+        + f": {ROCM_V4_SOURCE}; {ROCM_V4_MODEL_SOURCE})"
+    )
+
+
+# The ROCm attention's output projection (models/deepseek_v4/amd/rocm.py DeepseekV4ROCMAiterMLAAttention._o_proj, "ROCm
+# BF16 reference wo_a path") goes through v1/attention/ops/rocm_aiter_mla_sparse.py rocm_inv_rope_einsum, whose
+# _get_cached_wo_a_bf16 dequantizes the layer's FP8 wo_a (weight x its 128 x 128 block scale, or the weight cast) to a
+# bf16 [n_local_groups, o_lora_rank, heads x head_dim / o_groups] tensor on the first call and keeps it on the module
+# (wo_a._dsv4_wo_a_bf16): the profile run's dummy forward reaches _o_proj in every layer (forward_mqa returns early,
+# DeepseekV4Attention.forward projects the zeroed output), the MTP drafter's layers in its dummy run, so the copies
+# are in the torch peak increase. Read in the 0.25.0, 0.26.0, 0.28.0, 0.29.0 and 0.30.0 wheels (PyPI); from 0.31.0
+# (read in the 0.31.0, 0.33.0 and 0.34.0 wheels) DeepseekV4ROCMAiterMLAAttention._prepare_fp8_wo_a keeps wo_a FP8 for
+# aiter's batched_gemm_a8w8_mxscale on gfx950 (VLLM_ROCM_USE_AITER_FP8BMM, on by default; AITER >= 0.1.20, else
+# the bf16 fallback), so there the copy is priced on gfx942 only.
+WO_A_BF16_SOURCE = (
+    "vllm 0.26.0 wheel (PyPI): v1/attention/ops/rocm_aiter_mla_sparse.py rocm_inv_rope_einsum and "
+    "_get_cached_wo_a_bf16 (wo_a dequantized to bf16 once and cached on the module), models/deepseek_v4/amd/rocm.py "
+    "DeepseekV4ROCMAiterMLAAttention._o_proj, models/deepseek_v4/attention.py DeepseekV4Attention.forward (_o_proj "
+    "after the profile run's early forward_mqa); the same in the 0.25.0 and 0.28.0-0.30.0 wheels; from 0.31.0 "
+    "_prepare_fp8_wo_a keeps wo_a FP8 on gfx950 (VLLM_ROCM_USE_AITER_FP8BMM)"
+)
+WO_A_FP8_FROM = (0, 31, 0)
+
+
+def dsv4_rocm_wo_a_bf16(
+    d: DSV4Dims, *, local_heads: int, layers: int, hardware: str, release: tuple[int, int, int] | None = None
+) -> tuple[int, str]:
+    """(bytes, how): the bf16 copies of wo_a vLLM's ROCm DeepSeek-V4 attention caches in the profile run
+    (``WO_A_BF16_SOURCE``), one a layer of ``layers`` (the target's and the MTP drafter's), ``local_heads`` x
+    head_dim x o_lora_rank bf16 each (n_local_groups x o_lora_rank x heads x head_dim / o_groups); 0 from 0.31.0 on
+    gfx950 (no release named: the newest read, 0 there too)."""
+    assert d.csa2 is None
+    if hardware in GFX950 and (release is None or release >= WO_A_FP8_FROM):
+        return 0, ""
+    per_layer = local_heads * d.head_dim * d.o_lora_rank * BF16
+    total = layers * per_layer
+    return total, (
+        f"the bf16 wo_a copies the ROCm attention caches in the profile run {total / GiB:.2f} GiB ({layers} layers x "
+        f"{local_heads} local heads x {d.head_dim} x o_lora_rank {d.o_lora_rank} bf16: {WO_A_BF16_SOURCE})"
     )
 
 

@@ -46,6 +46,7 @@ from k3plan.engines.vllm.dsv4_workspace import (
     dsv4_profile_workspace,
     dsv4_rocm_model_buffers,
     dsv4_rocm_profile_workspace,
+    dsv4_rocm_wo_a_bf16,
     dsv41_dspark_profile,
     dsv41_model_buffers,
     dsv41_profile_workspace,
@@ -646,7 +647,12 @@ def engine_sizing(
         weights_bytes += extra
         weights_src += f", + {extra:,} B: the drafter's experts, padded alike"
     if dsv4 is not None and dsv4.csa2 is None and kv_pool_method == "utilization_minus_profile" and vendor == "amd":
-        buffers, how = dsv4_rocm_model_buffers(dsv4, max_num_batched_tokens=max_num_batched_tokens)
+        buffers, how = dsv4_rocm_model_buffers(
+            dsv4,
+            max_num_batched_tokens=max_num_batched_tokens,
+            hidden_size=hidden_size,
+            mtp_ratios=draft.dsv4_mtp_ratios if draft is not None else (),
+        )
         weights_bytes += buffers
         weights_src += f", + {how}"
     if (
@@ -760,6 +766,17 @@ def engine_sizing(
                     max_num_seqs=max_num_seqs,
                     spec_tokens=draft.num_speculative_tokens if draft is not None else 0,
                 )
+                if attention_heads:  # and the bf16 wo_a copies its attention keeps from the profile run on
+                    cached, cached_how = dsv4_rocm_wo_a_bf16(
+                        dsv4,
+                        local_heads=attention_heads,
+                        layers=len(dsv4.compress_ratios) + (len(draft.dsv4_mtp_ratios) if draft is not None else 0),
+                        hardware=hardware,
+                        release=release,
+                    )
+                    if cached:
+                        ws += cached
+                        how += f"; + {cached_how}"
             elif dsv4.csa2 is None:
                 ws, logits, how = dsv4_profile_workspace(
                     dsv4, max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens, release=release
