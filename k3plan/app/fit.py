@@ -534,6 +534,21 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
         )
         if copies is not None:
             opts["expert_pad"] = copies
+    scale_rule = engine_rules(q.stack).fraction_scale
+    if scale_rule is not None and hw.kind == "gpu":
+        # a cut the engine applies to its static memory fraction (SGLang 0.4.7-0.5.4 under aiter): the budget's reserve
+        # and the engine's pool read it through Stack.reserve_fraction
+        spec = model.spec
+        opts["fraction_scale"] = scale_rule(
+            release=q.release,
+            vendor=hw.vendor,
+            backend=q.attention_backend,
+            speculative=q.speculative is not None,
+            context=q.context or spec.max_context,
+            kv_heads=spec.mla.heads if spec.mla is not None and spec.dsv4 is None else None,
+            tp=q.tp,
+            dp=q.dp,
+        )
     if q.release is not None:
         # the budget follows the engine's release: an option default it changed (Engine.option_defaults: vLLM's
         # gpu_memory_utilization) and DeepSeek-V4's charge (Stack.engine_release)

@@ -138,6 +138,12 @@ def provenance(
             + f"({reserve_auto.source.text()}; {_prefill_graph_text(stack, reserve_auto, hw, par.pp)})"
         )
         + (
+            f"; the fraction cut by the engine, {stack.fraction_scale[1]}: mem_fraction_static "
+            f"{1 - reserve_fraction:.3f}, {reserve_fraction:.1%} of usable HBM reserved"
+            if stack.fraction_scale is not None
+            else ""
+        )
+        + (
             f"; the engine runs the temporaries out of it (kv_pool {stack.kv_pool.method}), so only what they "
             "leave of it is counted here"
             if stack.kv_pool is not None and stack.kv_pool.temps_in_reserve

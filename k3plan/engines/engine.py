@@ -139,6 +139,10 @@ class Engine:
     # where the command adds redundant expert copies (vLLM's EPLB: engines/vllm/eplb.py redundant_expert_pad; read
     # through Stack.expert_pad as the shard padding is); None: the engine's redundant experts are not priced
     redundant_expert_pad: Optional[Callable[..., Optional[tuple[int, int, str]]]] = None
+    # (release, vendor, backend, speculative, context, kv_heads_per_tp) -> (scale, why): a factor the engine applies to
+    # its static memory fraction after setting it (SGLang 0.4.7-0.5.4 under aiter: engines/sglang/aiter_fraction.py;
+    # read through Stack.fraction_scale); None: no such rule
+    fraction_scale: Optional[Callable[..., Optional[tuple[float, str]]]] = None
     # the FP4 checkpoint storage formats (models/formats.py) whose bytes k3plan read the engine holding as stored on
     # the GPUs that run them (engines/fp4_paths.py): priced there, refused elsewhere and under other engines
     fp4_storage_held: frozenset[str] = frozenset()

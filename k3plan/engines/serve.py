@@ -690,6 +690,7 @@ class ServeQuestion:
     caveats: tuple[str, ...] = field(default=())  # flags read whose effect k3plan's figures do not follow
     expert_parallel: bool = True  # vLLM's --enable-expert-parallel (SGLang: its own EP flags)
     eplb: tuple[int, int] | None = None  # vLLM's --enable-eplb: (redundant experts, window) (engines/vllm/eplb.py)
+    attention_backend: str | None = None  # SGLang's --attention-backend as given (engines/sglang/aiter_fraction.py)
     language_model_only: bool = False  # vLLM's --language-model-only: a multimodal model's vision tower not loaded
     moe_backend: str | None = None
     max_running_requests: int | None = None  # SGLang's --max-running-requests as given (None: its own default)
@@ -1013,6 +1014,7 @@ def parse_serve(
         caveats=tuple(r.caveats),
         expert_parallel=r.expert_parallel,
         eplb=r.eplb,
+        attention_backend=r.attention_backend,
         moe_backend=r.moe_backend,
         language_model_only=lm_only,
         max_running_requests=flag_int("--max-running-requests", r.running) if r.running is not None else None,

@@ -120,6 +120,8 @@ class Reading:
     # vLLM's --enable-eplb: (num_redundant_experts, window_size), the expert copies and the load-balancing state each
     # MoE model adds (engines/vllm/eplb.py); None: EPLB off
     eplb: tuple[int, int] | None = None
+    # SGLang's --attention-backend as given (its fraction's aiter cut: engines/sglang/aiter_fraction.py); None: not given
+    attention_backend: str | None = None
     context: int | None = None
     context_auto: bool = False
     chunk: int | None = None

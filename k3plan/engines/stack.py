@@ -151,6 +151,10 @@ class Stack(Spec):
     # command); None: whole experts a rank, or shards the engine does not pad. The budget's weights apply it
     # (step/weight_budget.weight_terms) and the engine's sizing reads those weights: one figure
     expert_pad: Optional[tuple[int, int, str]] = None
+    # (scale, why): a factor the engine applies to its static memory fraction after setting it, given or derived
+    # (Engine.fraction_scale: SGLang 0.4.7-0.5.4 under aiter, set from a serve command); None: none. reserve_fraction
+    # applies it, so the budget's reserve and the engine's pool read one fraction
+    fraction_scale: Optional[tuple[float, str]] = None
     # (layers, width) of the model's vision encoder where the engine counts the model multimodal and cuts its derived
     # memory fraction for it (AutoFraction.vlm; set by for_model); None: no cut
     vision_encoder: Optional[tuple[int, int]] = None
@@ -281,6 +285,17 @@ class Stack(Spec):
         counts in its tp_size and its graph padding, and whose chunk it is given for all of them
         (``engine_chunk``). ``tp``, ``pp``, ``chunk`` and ``dp``: ints (fit) or numpy columns of one machine's
         configurations (plan's evaluate), the same value to the bit."""
+        reserve = self._reserve_fraction(usable_bytes=usable_bytes, tp=tp, pp=pp, chunk=chunk, vendor=vendor, dp=dp)
+        if self.fraction_scale is None:
+            return reserve
+        # the engine's cut of the fraction it set (Stack.fraction_scale): 1 - (1 - reserve) x scale
+        scale = self.fraction_scale[0]
+        return each(lambda v: round(1 - (1 - v) * scale, 12), reserve)
+
+    def _reserve_fraction(
+        self, *, usable_bytes: int, tp: Any, pp: Any, chunk: Any, vendor: str | None, dp: Any = 1
+    ) -> Any:
+        """``reserve_fraction`` before the engine's ``fraction_scale``."""
         auto = self.reserve_auto(vendor=vendor)
         if auto is None:
             return self.reserve.fraction_of_usable_hbm
@@ -670,6 +685,15 @@ class Stack(Spec):
         if pad[0] < pad[1] or pad[1] < 1:
             raise ValueError(f"expert padding {pad[0]} / {pad[1]}: expected at least 1")
         return updated(self, expert_pad=(int(pad[0]), int(pad[1]), str(pad[2])))
+
+    def with_fraction_scale(self, scale: tuple[float, str] | None) -> Stack:
+        """The stack whose engine multiplies its static memory fraction by ``scale`` (``fraction_scale``: the factor
+        and why); None: as it is."""
+        if scale is None:
+            return self
+        if not 0 < scale[0] <= 1:
+            raise ValueError(f"fraction scale {scale[0]}: expected in (0, 1]")
+        return updated(self, fraction_scale=(float(scale[0]), str(scale[1])))
 
     def with_engram(self, placement: str | None, host_copies: str | None = None) -> Stack:
         """The stack with a model's Engram tables in HBM ("hbm") or host memory ("host"), and in host memory a

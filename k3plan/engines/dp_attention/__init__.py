@@ -5,10 +5,12 @@ placement: SGLang's."""
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 from k3plan.engines.engine import Engine
 from k3plan.engines.sglang import dsv4
+from k3plan.engines.sglang.aiter_fraction import aiter_fraction_scale
 from k3plan.engines.sglang.dsv4_pool import OLDEST_READ
 from k3plan.engines.sglang.eplb import redundant_expert_pad
 from k3plan.engines.sglang.fraction_eras import era_fraction
@@ -22,6 +24,8 @@ from k3plan.engines.sglang.releases import (
 )
 
 ENGINE = Engine(
+    # 0.4.7-0.5.4's x 0.85 under aiter (engines/sglang/aiter_fraction.py), its tp_size the groups' TP x DP
+    fraction_scale=partial(aiter_fraction_scale, dp_attention=True),
     redundant_expert_pad=redundant_expert_pad,  # --ep-num-redundant-experts (engines/sglang/eplb.py)
     name="dp-attention",
     package="dp_attention",

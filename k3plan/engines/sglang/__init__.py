@@ -8,6 +8,7 @@ from pathlib import Path
 
 from k3plan.engines.engine import Engine
 from k3plan.engines.sglang import dsv4
+from k3plan.engines.sglang.aiter_fraction import aiter_fraction_scale
 from k3plan.engines.sglang.dsv4_pool import OLDEST_READ
 from k3plan.engines.sglang.eplb import redundant_expert_pad
 from k3plan.engines.sglang.flags import SGLANG_A2A_DEFAULT
@@ -22,6 +23,7 @@ from k3plan.engines.sglang.releases import (
 )
 
 ENGINE = Engine(
+    fraction_scale=aiter_fraction_scale,  # 0.4.7-0.5.4's x 0.85 under aiter (engines/sglang/aiter_fraction.py)
     redundant_expert_pad=redundant_expert_pad,  # --ep-num-redundant-experts (engines/sglang/eplb.py)
     name="sglang",
     package="sglang",

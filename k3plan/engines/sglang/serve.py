@@ -600,6 +600,9 @@ def read(r: Reading) -> None:
     shared_fusion(r)  # after DP attention and the all-to-all are read
     v41_vision(r)  # after the split and the all-to-all are read
     # flags that change the pool in ways k3plan does not price: refused with what they do, never priced as without
+    # the attention backend as given: listed as ignored (k3plan.engines.serve.IGNORED), read for the fraction's aiter
+    # cut of 0.4.7-0.5.4 (engines/sglang/aiter_fraction.py, applied in app/fit.py where the model is known)
+    r.attention_backend = r.flags.get("--attention-backend")
     redundant = get("--ep-num-redundant-experts", None)
     if redundant is not None and r.platform != "tpu":
         # physical expert copies on each MoE layer, priced by the budget's weights (engines/sglang/eplb.py, applied
