@@ -37,8 +37,13 @@ DeepSeek-R1 at TP 8 and 8,192 tokens: Triton 2 x 8,192 x 8 x 7,168 x 2 B = 1.75 
 (tests/engines/cases/vllm-kamra-r1-0528-h200-tp8-8k-v0130, -v0141, -v0160: 5.77, 7.45, 5.80 GiB held beyond the
 weights; on MI300X, Triton from 0.14: -mi300x-tp8-8k-v0130 8.24, -v0141 9.99 GiB).
 
-Not priced (0, said): other expert formats, expert parallelism, AITER, releases before 0.14.0 or after 0.20.x (not
-read), GPUs other than SM90 (H100 / H200 / H20) and ROCm.
+Not priced (0, said): other expert formats, expert parallelism, AITER, releases before 0.14.0, GPUs other than SM90
+(H100 / H200 / H20) and ROCm, and releases after 0.20.x. The 0.26.0, 0.28.0, 0.33.0 and 0.34.0 wheels keep the same
+selection (``_get_priority_backends``), TritonExperts' shapes and the workspace manager (``_allocate_buffers``), and
+Model Runner V2's profile_run (the default from 0.29.0, vllm/v1/worker/gpu/model_runner.py) runs the sampler warm-up
+after its dummy forward too; they are left out until the 0.34.0 extensible KV cache, which measures the workspace as
+resident memory rather than as the transient peak k3plan adds it to here, is wired (engines/vllm/extensible.py
+Measured), and the default release's commands are checked against a log of one.
 """
 
 from __future__ import annotations
