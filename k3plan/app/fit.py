@@ -815,6 +815,7 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         tp_attention=setup.parallel.tp,
         mega_moe=_mega_moe(served, setup, result, vendor=hw.vendor),
         eplb_state=_eplb_state(served, setup, result, vendor=hw.vendor),
+        moe_workspace=_moe_workspace(served, setup, result, vendor=hw.vendor, hardware=hw.name, kind=hw.kind),
         # the routed experts' checkpoint formats: the MoE method that raises a weights' OOM (engines/vllm/memory.py)
         expert_formats=tuple(sorted({f for role, f in setup.model.inventory.role_formats if role == "expert"})),
     )
@@ -841,6 +842,31 @@ def _mega_moe(served, setup: Setup, result: FitResult, *, vendor: str) -> tuple[
         hidden=spec.hidden_size,
         intermediate=spec.moe.expert_intermediate,
         max_num_batched_tokens=result.workload.prefill_chunk_tokens,
+    )
+
+
+def _moe_workspace(
+    served, setup: Setup, result: FitResult, *, vendor: str, hardware: str, kind: str
+) -> tuple[int, str] | None:
+    """The MoE workspace vLLM's profile run leaves allocated under its sampler warm-up (engines/vllm/moe_workspace.py),
+    for a MoE model on a GPU; None elsewhere."""
+    from k3plan.engines.vllm.moe_workspace import profile_moe_workspace
+
+    spec = setup.model.spec
+    if spec.moe is None or kind != "gpu":
+        return None
+    return profile_moe_workspace(
+        release=_release(served, setup.stack.name, kind),
+        vendor=vendor,
+        hardware=hardware,
+        expert_formats=tuple(sorted({f for role, f in setup.model.inventory.role_formats if role == "expert"})),
+        expert_parallel=served is not None and served.expert_parallel,
+        tp=setup.parallel.tp,
+        top_k=spec.moe.top_k,
+        hidden=spec.hidden_size,
+        intermediate=spec.moe.expert_intermediate,
+        tokens=result.workload.prefill_chunk_tokens,
+        env=served.env if served is not None else {},
     )
 
 

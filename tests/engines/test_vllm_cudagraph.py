@@ -208,6 +208,28 @@ def test_no_estimate_without_evidence_or_when_switched_off():
     assert serve_estimate(read_compilation(None, enforce_eager=True), dsv4=True, env={}, **args).bytes == 0
 
 
+def test_the_estimate_is_subtracted_by_default_from_0_20():
+    """profile_cudagraph_memory from 0.18.0, subtracted there only with VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1;
+    the 0.20.0 wheel turns it on by default (vllm/envs.py; cudagraph.py ESTIMATE_DEFAULT_FROM)."""
+    from k3plan.engines.vllm.cudagraph import serve_estimate
+
+    def priced(release, env):
+        est = serve_estimate(
+            read_compilation(None),
+            dsv4=True,
+            env=env,
+            vendor="nvidia",
+            max_num_seqs=32,
+            max_num_batched_tokens=8192,
+            release=release,
+        )
+        return est is not None and est.bytes > 0
+
+    on = {"VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": "1"}
+    assert not priced((0, 17, 1), on) and not priced((0, 18, 0), {}) and not priced((0, 19, 0), {})
+    assert priced((0, 18, 0), on) and priced((0, 20, 0), {}) and priced(None, {})
+
+
 @pytest.mark.parametrize(
     ("release", "priced"), [((0, 25, 0), False), ((0, 26, 0), True), ((0, 33, 0), True), (None, False)]
 )

@@ -18,7 +18,8 @@ sizes for 1..32 requests, jasl 736eac307, which upstream c621af16 does not have)
   mem_get_info around warming up and capturing its two largest sizes into a temporary pool; the estimate is the
   largest first capture over the modes plus, for each mode, (graphs - 1) x its second capture, at least 1 MiB a
   graph (``max(mem_samples[1], 1 << 20)``); subtracted from the KV budget (vllm/v1/worker/gpu_worker.py
-  Worker.determine_available_memory) unless VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0; 0 on ROCm before 0.26.0
+  Worker.determine_available_memory) unless VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0, from 0.20.0 (0.18.0-0.19.x
+  only with it =1, none before 0.18.0: ``ESTIMATE_DEFAULT_FROM``); 0 on ROCm before 0.26.0
   (not profiled: the 0.24.0 / 0.25.0 wheels gate it on current_platform.is_cuda()), profiled there from 0.26.0
   (ROCM_PROFILED_FROM).
   Each capture runs the drafter too (GPUModelRunner._dummy_run calls drafter.dummy_run), so a speculative drafter's
@@ -366,6 +367,19 @@ def _transferred(graphs: int, total: int, logged_graphs: int) -> tuple[int, int]
 # estimate to within a percent
 TRANSFER_RECORD = "vllm-50576-a6000-tp4-piecewise"
 ESTIMATE_ENV = "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS"
+# The estimate by release: Worker.determine_available_memory first calls profile_cudagraph_memory in 0.18.0 (absent
+# from the 0.16.0, 0.17.0 and 0.17.1 wheels), and subtracts it only where ESTIMATE_ENV is set (envs.py default "0" in
+# 0.18.0; Red Hat's 0.19.0 start of DeepSeek-R1 holds 0.18.0's pool to the cent, tests/engines/cases/
+# vllm-kamra-r1-0528-h200-tp8-8k-v019); the 0.20.0 wheel's default is "1" (and 0.33.0's), so from 0.20.0 it is subtracted
+# unless ESTIMATE_ENV=0 (read in the 0.16.0, 0.17.0, 0.17.1, 0.18.0 and 0.20.0 wheels (PyPI), vllm/envs.py,
+# vllm/v1/worker/gpu_worker.py)
+ESTIMATE_PROFILED_FROM = (0, 18, 0)
+ESTIMATE_DEFAULT_FROM = (0, 20, 0)
+ESTIMATE_DEFAULT_SOURCE = (
+    "vllm 0.18.0 / 0.20.0 wheels (PyPI): vllm/v1/worker/gpu_worker.py Worker.determine_available_memory "
+    "(profile_cudagraph_memory from 0.18.0, subtracted as cudagraph_memory_estimate_applied), vllm/envs.py "
+    "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS (default '0' in 0.18.0, '1' from 0.20.0)"
+)
 # From 0.26.0 the worker profiles the graphs on ROCm too: Worker.determine_available_memory calls
 # profile_cudagraph_memory under current_platform.is_cuda_alike() ("ROCm is included: #44825 moved the profiler to
 # torch.accelerator.get_memory_info"), where 0.24.0 and 0.25.0 call it under is_cuda() ("Skip on ROCm/HIP/XPU");
@@ -471,6 +485,15 @@ def serve_estimate(
         return CudagraphEstimate(
             bytes=0, high_bytes=0, source=f"0: {ESTIMATE_ENV}=0, the estimate is not subtracted ({CUDAGRAPH_SOURCE})"
         )
+    if release is not None and release < ESTIMATE_DEFAULT_FROM:
+        asked = env.get(ESTIMATE_ENV, "").strip() in ("1", "true", "True")
+        if release < ESTIMATE_PROFILED_FROM or not asked:
+            why = (
+                "the worker has no CUDA-graph estimate before 0.18.0"
+                if release < ESTIMATE_PROFILED_FROM
+                else f"0.18.0-0.19.x profile the graphs but subtract the estimate only with {ESTIMATE_ENV}=1"
+            )
+            return CudagraphEstimate(bytes=0, high_bytes=0, source=f"0: {why} ({ESTIMATE_DEFAULT_SOURCE})")
     v2 = v2_unprofiled(spec_method=spec_method, v41=v41, vendor=vendor, release=release, env=env)
     if v2 is not None and read.mode != "NONE":
         return CudagraphEstimate(

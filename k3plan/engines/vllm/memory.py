@@ -596,6 +596,7 @@ def engine_sizing(
     mega_moe: tuple[int, str] | None = None,
     expert_formats: tuple[str, ...] = (),
     eplb_state: tuple[int, str] | None = None,
+    moe_workspace: tuple[int, str] | None = None,
 ) -> EngineSizing | None:
     """The sizing of the stack's engine from a fit's numbers; None where the stack's pool is not vLLM's
     (kv_pool method utilization_minus_profile: GPU vLLM; utilization_minus_resident: the torch_tpu plugin).
@@ -614,7 +615,9 @@ def engine_sizing(
     ``mega_moe``: DeepGEMM Mega MoE's symmetric buffer a GPU and its source (engines/vllm/mega_moe.py
     mega_moe_non_torch), added to the non-torch increase; None: the command runs no such buffer.
     ``eplb_state``: the EPLB state the model adds at load (engines/vllm/eplb.py eplb_state), in the load's
-    measurement and so in the weights; None: EPLB off."""
+    measurement and so in the weights; None: EPLB off.
+    ``moe_workspace``: the MoE workspace the profile run's dummy forward leaves allocated under the sampler warm-up and
+    its source (engines/vllm/moe_workspace.py profile_moe_workspace); None or 0: none priced."""
     if kv_pool_method not in ("utilization_minus_profile", "utilization_minus_resident"):
         return None
     # the torch_tpu plugin's per-layer layout (paging 'separate'): its own page, --block-size when a command gives one,
@@ -734,6 +737,10 @@ def engine_sizing(
             vocab_size=vocab_size,
             release=release,
         )
+        if sampler and moe_workspace is not None and moe_workspace[0]:
+            # the MoE workspace the dummy forward left allocated, under the sampler's tensors (engines/vllm/
+            # moe_workspace.py): the torch peak is their sum
+            sampler, sampler_how = sampler + moe_workspace[0], f"{sampler_how}; + {moe_workspace[1]}"
         if sampler > temp_bytes:
             act = Figure(
                 sampler,
