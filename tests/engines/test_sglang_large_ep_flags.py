@@ -114,6 +114,8 @@ def test_shared_expert_fusion_on_amd_under_ep_holds_a_whole_expert_a_rank(cli):
     assert tbo["weights_bytes"] == apart["weights_bytes"]
     # NVIDIA turns it off under expert parallelism; without EP the fused expert is TP-split as the unfused one
     assert _engine(cli, ep, "0.5.15")["weights_bytes"] == apart["weights_bytes"]
+    # no release named: the newest read, which fuses so
+    assert parse_serve(ep, platform="gpu", device_name="amd-mi355x").shared_expert_whole is not None
     for cmd, hw in ((ep, "nvidia-h200"), (V3, "nvidia-h200"), (V3, "amd-mi300x")):
         off = _engine(cli, cmd + " --disable-shared-experts-fusion", "0.5.15", hw)
         assert off["weights_bytes"] == _engine(cli, cmd, "0.5.15", hw)["weights_bytes"]

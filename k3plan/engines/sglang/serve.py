@@ -933,33 +933,34 @@ def _fused_shared(r: Reading) -> Cite | str | None:
     """What SGLang's default fusion of DeepSeek-V3's shared expert holds beyond k3plan's split (``shared_fusion``): a
     Cite where it holds the expert whole on every GPU, a caveat's text where it holds more than k3plan prices, None
     where nothing."""
-    if r.release is None or r.dp_attention or r.options.get("moe_a2a_backend", SGLANG_A2A_DEFAULT) != "none":
+    if r.dp_attention or r.options.get("moe_a2a_backend", SGLANG_A2A_DEFAULT) != "none":
         return None
+    release = r.release if r.release is not None else NEWEST_RELEASE  # no release named: the newest read
     model = r.resolve(r.model) if r.model and r.resolve is not None else ""
-    if SHARED_CLONES_FROM <= r.release < SHARED_ONE_FROM and model.startswith(SHARED_CLONE_MODELS):
+    if SHARED_CLONES_FROM <= release < SHARED_ONE_FROM and model.startswith(SHARED_CLONE_MODELS):
         if r.device_name.startswith("nvidia-"):
             return SHARED_CLONES
         if r.device_name.startswith("amd-"):
             return (
-                f"SGLang {release_text(r.release)} on an AMD GPU: 0.4.6-0.4.6.post3 clone DeepSeek-V3's shared expert "
+                f"SGLang {release_text(release)} on an AMD GPU: 0.4.6-0.4.6.post3 clone DeepSeek-V3's shared expert "
                 "tp_size times into the routed MoE (one whole a GPU), 0.4.6.post4-0.4.6.post5 do not; k3plan splits it "
                 f"1/tp ({SHARED_CLONES_SOURCE})"
             )
         return None
     ep = r.ep or 1
-    if r.release < SHARED_EP_FROM or ep <= 1 or not r.device_name.startswith("amd-"):
+    if release < SHARED_EP_FROM or ep <= 1 or not r.device_name.startswith("amd-"):
         return None
     if not model.startswith(SHARED_EP_MODELS):
         return None
     # two-batch overlap as prefill_conditions read it (listed as ignored where the fraction is given: read here)
-    if r.release >= SHARED_EP_OVERLAP_FROM and "two_batch_overlap" in r.prefill_conditions:
+    if release >= SHARED_EP_OVERLAP_FROM and "two_batch_overlap" in r.prefill_conditions:
         if TBO_FLAG in r.ignored:
             r.ignored.remove(TBO_FLAG)
         return None
     if ep == r.tp:
         return SHARED_EP
     return (
-        f"SGLang {release_text(r.release)} on an AMD GPU at --ep-size {ep} of --tp-size {r.tp}: each EP rank holds the "
+        f"SGLang {release_text(release)} on an AMD GPU at --ep-size {ep} of --tp-size {r.tp}: each EP rank holds the "
         f"fused shared expert split {r.tp // ep} ways (moe_tp_size), k3plan splits it {r.tp} ways; add "
         f"{SHARED_OFF_FLAG} for what k3plan prices ({SHARED_EP_SOURCE.note})"
     )
