@@ -497,6 +497,10 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
     # Stack.with_shared_expert_whole), so the budget's weights and the engine's sizing read one figure
     if q.shared_expert_whole is not None:
         opts["shared_expert_whole"] = q.shared_expert_whole
+    # the dense layers' MLP whole on every device where the command runs it so (SGLang's --moe-dense-tp-size 1:
+    # Stack.with_dense_mlp_whole), so the budget's weights and the engine's sizing read one figure
+    if q.dense_mlp_whole is not None:
+        opts["dense_mlp_whole"] = q.dense_mlp_whole
     if q.decode_graph_bs is not None or q.decode_graph_cap is not None or q.decode_graph_off:
         # SGLang's decode graphs as the command sets them: what its derived fraction reserves (Stack.with_decode_graph)
         opts["decode_graph"] = (q.decode_graph_bs, q.decode_graph_cap, q.decode_graph_off)

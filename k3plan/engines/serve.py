@@ -756,6 +756,9 @@ class ServeQuestion:
     # the shared experts whole on every device where the engine fuses them into the routed MoE as tp_size clones (a
     # Cite: Stack.with_shared_expert_whole; SGLang 0.4.6); None: the stack's own split
     shared_expert_whole: Any = None
+    # the dense layers' MLP whole on every device where the command runs it so (a Cite: Stack.with_dense_mlp_whole;
+    # SGLang's --moe-dense-tp-size 1); None: the stack's own split
+    dense_mlp_whole: Any = None
 
     @property
     def stack_ref(self) -> str:
@@ -1048,6 +1051,7 @@ def parse_serve(
         dcp=r.dcp,
         lm_head_whole_tp=r.lm_head_whole_tp,
         shared_expert_whole=r.shared_expert_whole,
+        dense_mlp_whole=r.dense_mlp_whole,
         release=release,
         release_default=release_default,
     )

@@ -137,6 +137,9 @@ class Reading:
     # SGLang 0.4.6's shared expert fused into the routed MoE as tp_size clones, one whole a GPU (a Cite:
     # Stack.with_shared_expert_whole; engines/sglang/serve.py shared_fusion); None: the stack's own split
     shared_expert_whole: Any = None
+    # SGLang's --moe-dense-tp-size 1: the dense layers' MLP whole on every GPU (a Cite: Stack.with_dense_mlp_whole;
+    # engines/sglang/serve.py dense_tp); None: the stack's own split
+    dense_mlp_whole: Any = None
     kv_raw: str = "auto"
     engram: str | None = None
     engram_host_copies: str | None = None  # vLLM's dp_shared_memory: "node" (None: the engine's default)

@@ -677,6 +677,16 @@ class Stack(Spec):
         cited = {**sh.cite, "role:shared_expert": cite} if sh.cite else {}
         return updated(self, sharding=updated(sh, role_overrides=overrides, cite=cited))
 
+    def with_dense_mlp_whole(self, cite: Cite | None) -> Stack:
+        """The stack with the dense layers' MLP whole on every device (the ``dense_mlp`` role's override ``mlp:
+        null``, cited by ``cite``, where the engine holds it so: SGLang's --moe-dense-tp-size 1); None: as it is."""
+        if cite is None:
+            return self
+        sh = self.sharding
+        overrides = {**sh.role_overrides, "dense_mlp": {**sh.role_overrides.get("dense_mlp", {}), "mlp": None}}
+        cited = {**sh.cite, "role:dense_mlp": cite} if sh.cite else {}
+        return updated(self, sharding=updated(sh, role_overrides=overrides, cite=cited))
+
     def with_expert_pad(self, pad: tuple[int, int, str] | None) -> Stack:
         """The stack with its TP-split expert shards padded by ``pad`` (``expert_pad``: num / den of the even share,
         and why); None: as it is."""

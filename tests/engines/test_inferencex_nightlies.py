@@ -64,8 +64,8 @@ VLLM_V4_H200 = (
     '--speculative-config \'{"method":"mtp","num_speculative_tokens":2}\' --tokenizer-mode deepseek_v4 '
     "--tool-call-parser deepseek_v4 --enable-auto-tool-choice --reasoning-parser deepseek_v4"
 )
-# fixed_seq_len/dsv4_fp4_mi355x_sglang.sh's DP-attention row (its --disable-shared-experts-fusion, refused by name
-# for its unpriced split, left out)
+# fixed_seq_len/dsv4_fp4_mi355x_sglang.sh's DP-attention row (its --disable-shared-experts-fusion left out: DeepSeek-V4
+# fuses nothing without --enforce-shared-experts-fusion, engines/sglang/serve.py shared_fusion)
 SGLANG_V4_MI355X = (
     "AITER_BF16_FP8_MOE_BOUND=0 GPU_MAX_HW_QUEUES=5 SGLANG_DEFAULT_THINKING=1 SGLANG_DP_SHARED_EXPERT_LOCAL=1 "
     "SGLANG_DP_USE_GATHERV=1 SGLANG_DP_USE_REDUCE_SCATTER=1 SGLANG_DSV4_REASONING_EFFORT=max "
@@ -226,11 +226,6 @@ def test_a_multi_node_recipe_s_disaggregated_worker_starts_with_its_settings_rea
         ("vllm serve deepseek-ai/DeepSeek-V4-Pro -tp 8 --no-enable-chunked-prefill", "whole prompts a step"),
         ("vllm serve deepseek-ai/DeepSeek-V4-Pro -tp 8 --offload-group-size 8", "weights offloaded to host"),
         ("NVSHMEM_SYMMETRIC_SIZE=16g vllm serve deepseek-ai/DeepSeek-V4-Pro -tp 8", "symmetric heap"),
-        # sglang/deepseek-v4 recipes
-        (
-            "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V4-Pro --tp 8 --moe-dense-tp-size 1",
-            "dense MLP layers' TP size",
-        ),
     ],
 )
 def test_a_multi_node_recipe_setting_with_an_unpriced_effect_is_refused_with_what_it_does(command, what):

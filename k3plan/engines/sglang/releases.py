@@ -126,7 +126,8 @@ BY_RELEASE_RULES: tuple[tuple[tuple[str, ...], str], ...] = (
     (
         ("deepseek-v3", "deepseek-r1"),
         "DeepSeek-V3's shared expert is held whole on every GPU in 0.4.6, fused into the routed MoE as tp_size clones on "
-        "NVIDIA without DP attention (SHARED_CLONES_FROM), TP-split from 0.4.7 (SHARED_ONE_FROM)",
+        "NVIDIA without DP attention (SHARED_CLONES_FROM), TP-split from 0.4.7 (SHARED_ONE_FROM), and from 0.5.6 one "
+        "fused copy on every EP rank of an AMD GPU under expert parallelism (engines/sglang/serve.py SHARED_EP_FROM)",
     ),
     (
         ("kimi-k2.6",),

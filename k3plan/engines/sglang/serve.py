@@ -589,15 +589,12 @@ def read(r: Reading) -> None:
     r.speculative = read_speculative(get, r.ignored, r.model, r.release)
     if r.model and r.resolve is not None and fp4_storage(r.resolve(r.model)) == "quark_mxfp4":
         quark_reading(r)
-    # DeepSeek-V4's shared expert is fused into the routed MoE only under --enforce-shared-experts-fusion (sglang 0.5.15
-    # wheel models/deepseek_v4.py DeepseekV4ForCausalLM.determine_num_fused_shared_experts: 'Config does not support
-    # fused shared expert(s)' otherwise), so --disable-shared-experts-fusion there is the default: no memory effect
-    if _deepseek_v4(r) and get("--disable-shared-experts-fusion", None) is not None:
-        r.ignored.append("--disable-shared-experts-fusion")
     fp4_indexer(r)
     symm_mem(r)
     prefill_conditions(r)  # after speculative decoding, --dcp-size and --enable-symm-mem are read
     shared_fusion(r)  # after DP attention and the all-to-all are read
+    dense_tp(r)
+    deepep_mode(r)
     v41_vision(r)  # after the split and the all-to-all are read
     # flags that change the pool in ways k3plan does not price: refused with what they do, never priced as without
     # the attention backend as given: listed as ignored (k3plan.engines.serve.IGNORED), read for the fraction's aiter
@@ -878,37 +875,228 @@ SHARED_CLONES = Cite(
 )
 
 
-def shared_fusion(r: Reading) -> None:
-    """DeepSeek-V3's shared expert as SGLang 0.4.6 holds it (engines/sglang/releases.py SHARED_CLONES_FROM): cloned
-    tp_size times into the routed MoE on an NVIDIA GPU (SM 90 and up: every one k3plan has) without DP attention (the
-    dp-attention stack holds the shared experts whole already) or an all-to-all backend: whole on every GPU
-    (``Reading.shared_expert_whole``); on an AMD GPU a caveat (the 0.4.6 post-releases disagree there)."""
-    if r.release is None or not (SHARED_CLONES_FROM <= r.release < SHARED_ONE_FROM) or r.dp_attention:
-        return
-    model = r.resolve(r.model) if r.model and r.resolve is not None else ""
-    if not model.startswith(SHARED_CLONE_MODELS) or r.options.get("moe_a2a_backend", SGLANG_A2A_DEFAULT) != "none":
-        return
-    if r.device_name.startswith("nvidia-"):
-        r.shared_expert_whole = SHARED_CLONES
-    elif r.device_name.startswith("amd-"):
-        r.caveats.append(
-            f"SGLang {release_text(r.release)} on an AMD GPU: 0.4.6-0.4.6.post3 clone DeepSeek-V3's shared expert "
-            "tp_size times into the routed MoE (one whole a GPU), 0.4.6.post4-0.4.6.post5 do not; k3plan splits it "
-            f"1/tp ({SHARED_CLONES_SOURCE})"
+# the first release read whose parser has SGLang's large-scale EP flags: --moe-dense-tp-size, --deepep-mode,
+# --deepep-config and --disable-shared-experts-fusion (sglang 0.4.7 wheel (PyPI), sglang/srt/server_args.py
+# ServerArgs.add_cli_args, and every wheel read after it to 0.5.23; the 0.4.3 wheel has none of them, 0.4.4-0.4.6 were
+# not read: 0.4.6 fuses by --n-share-experts-fusion, engines/sglang/releases.py SHARED_CLONES_SOURCE)
+LARGE_EP_FLAGS_FROM: Release = (0, 4, 7)
+
+
+def _large_ep_flag(r: Reading, flag: str) -> str | None:
+    """``flag``'s value (None where the command does not give it); refused under a release before
+    ``LARGE_EP_FLAGS_FROM``, whose parser was not read."""
+    raw = r.get(flag, None)
+    if raw is not None and r.release is not None and r.release < LARGE_EP_FLAGS_FROM:
+        raise K3PlanError(
+            f"--serve: {flag} read as SGLang {release_text(r.release)}: the option was read from "
+            f"{release_text(LARGE_EP_FLAGS_FROM)} on (sglang 0.4.7 wheel, server_args.py; the 0.4.3 wheel has no such "
+            "option); remove it, or read the command as a later release (fit --engine-version)"
         )
+    return raw
+
+
+# SGLang fuses DeepSeek-V3's shared expert into the routed MoE as one more expert (num_fused_shared_experts =
+# n_shared_experts, 1) unless --disable-shared-experts-fusion is given or a condition turns it off: on an NVIDIA GPU of
+# SM 80 and up without expert parallelism and, from 0.5.6, on an AMD GPU of gfx942 and up (every AMD GPU k3plan has:
+# MI300X / MI325X gfx942, MI355X gfx950) under expert parallelism too. FusedMoE then holds the fused expert as a local
+# expert on every EP rank beside its routed share (num_local_experts = routed // moe_ep_size + num_fused_shared_experts),
+# split over moe_tp_size = tp_size // ep_size like a routed expert: without EP 1/tp of it, what the unfused
+# DeepseekV2MLP holds over the TP group (no memory effect there); under EP each rank tp // ep of it where the flag's
+# unfused DeepseekV2MLP holds 1/tp (k3plan's split). 0.5.3-0.5.5 fuse on CUDA only and never under expert parallelism;
+# from 0.5.11 two-batch / single-batch overlap turns the fusion off, and so does an all-to-all backend of the DeepEP
+# class (DeepEP's own shared expert stays a whole DeepseekV2MLP on every rank: the stack's a2a choice, as priced)
+SHARED_EP_FROM: Release = (0, 5, 6)
+SHARED_EP_OVERLAP_FROM: Release = (0, 5, 11)  # 'SBO/TBO enabled: incompatible with fusing shared expert'
+SHARED_EP_SOURCE = Source(
+    repo=SGLANG,
+    file="python/sglang/srt/models/deepseek_v2.py",
+    symbol="DeepseekV2ForCausalLM.determine_num_fused_shared_experts (get_moe_expert_parallel_world_size() > 1 turns "
+    "fusion off unless _is_hip and capability >= (9, 4)); layers/moe/fused_moe_triton/layer.py FusedMoE.__init__ "
+    "(num_local_experts = (num_experts - num_fused_shared_experts) // moe_ep_size + num_fused_shared_experts)",
+    note="read in the sglang 0.5.6, 0.5.7, 0.5.11, 0.5.13, 0.5.15, 0.5.17 and 0.5.19-0.5.22 wheels (PyPI); 0.5.23 "
+    "moves the conditions to DeepseekV2ForCausalLM.shared_experts_fusion_disable_reason, the same; the 0.5.3-0.5.5 "
+    "wheels turn fusion off under expert parallelism on every GPU",
+)
+SHARED_EP = Cite(
+    holds="SGLang from 0.5.6 fuses DeepSeek-V3's shared expert into the routed MoE on an AMD GPU of gfx942 and up under "
+    "expert parallelism: every EP rank holds it as a local expert, split over moe_tp_size = tp // ep (one whole a GPU at "
+    "ep = tp), not 1/tp",
+    sources=(SHARED_EP_SOURCE,),
+)
+# the checkpoints of DeepseekV3ForCausalLM with 256 routed experts and one shared expert k3plan bundles (resolved
+# names, by prefix), whose quantization fuses the shared expert with the routed ones (DeepSeek-V3 / R1's FP8 and the
+# Quark MXFP4 R1, whose exclude list leaves the shared experts quantized with the routed ones): what
+# determine_num_fused_shared_experts fuses on an AMD GPU. The NVFP4 R1 (ModelOpt) is NVIDIA's
+SHARED_EP_MODELS = ("deepseek-v3", "deepseek-r1-0528-mxfp4")
+SHARED_OFF_FLAG = "--disable-shared-experts-fusion"
+TBO_FLAG = "--enable-two-batch-overlap"  # read as PREFILL_CONDITION_FLAGS reads it
+
+
+def _fused_shared(r: Reading) -> Cite | str | None:
+    """What SGLang's default fusion of DeepSeek-V3's shared expert holds beyond k3plan's split (``shared_fusion``): a
+    Cite where it holds the expert whole on every GPU, a caveat's text where it holds more than k3plan prices, None
+    where nothing."""
+    if r.dp_attention or r.options.get("moe_a2a_backend", SGLANG_A2A_DEFAULT) != "none":
+        return None
+    release = r.release if r.release is not None else NEWEST_RELEASE  # no release named: the newest read
+    model = r.resolve(r.model) if r.model and r.resolve is not None else ""
+    if SHARED_CLONES_FROM <= release < SHARED_ONE_FROM and model.startswith(SHARED_CLONE_MODELS):
+        if r.device_name.startswith("nvidia-"):
+            return SHARED_CLONES
+        if r.device_name.startswith("amd-"):
+            return (
+                f"SGLang {release_text(release)} on an AMD GPU: 0.4.6-0.4.6.post3 clone DeepSeek-V3's shared expert "
+                "tp_size times into the routed MoE (one whole a GPU), 0.4.6.post4-0.4.6.post5 do not; k3plan splits it "
+                f"1/tp ({SHARED_CLONES_SOURCE})"
+            )
+        return None
+    ep = r.ep or 1
+    if release < SHARED_EP_FROM or ep <= 1 or not r.device_name.startswith("amd-"):
+        return None
+    if not model.startswith(SHARED_EP_MODELS):
+        return None
+    # two-batch overlap as prefill_conditions read it (listed as ignored where the fraction is given: read here)
+    if release >= SHARED_EP_OVERLAP_FROM and "two_batch_overlap" in r.prefill_conditions:
+        if TBO_FLAG in r.ignored:
+            r.ignored.remove(TBO_FLAG)
+        return None
+    if ep == r.tp:
+        return SHARED_EP
+    return (
+        f"SGLang {release_text(release)} on an AMD GPU at --ep-size {ep} of --tp-size {r.tp}: each EP rank holds the "
+        f"fused shared expert split {r.tp // ep} ways (moe_tp_size), k3plan splits it {r.tp} ways; add "
+        f"{SHARED_OFF_FLAG} for what k3plan prices ({SHARED_EP_SOURCE.note})"
+    )
+
+
+def shared_fusion(r: Reading) -> None:
+    """DeepSeek-V3's shared expert as SGLang fuses it into the routed MoE (``_fused_shared``). 0.4.6
+    (engines/sglang/releases.py SHARED_CLONES_FROM): cloned tp_size times on an NVIDIA GPU (SM 90 and up: every one
+    k3plan has) without DP attention (the dp-attention stack holds the shared experts whole already) or an all-to-all
+    backend: whole on every GPU (``Reading.shared_expert_whole``); on an AMD GPU a caveat (the 0.4.6 post-releases
+    disagree there). From 0.5.6 (``SHARED_EP_FROM``) one fused copy a rank on an AMD GPU under expert parallelism
+    without DP attention or an all-to-all backend: whole at ep = tp; a caveat where ep < tp (tp // ep of it a rank,
+    not priced). --disable-shared-experts-fusion (from 0.4.7) turns the fusion off: the shared expert an unfused
+    DeepseekV2MLP, over the TP group or whole under an all-to-all backend, k3plan's split in every case (fused without
+    EP the two hold the same bytes a GPU); it is read where it stops a fusion above and listed as ignored elsewhere."""
+    off = _on(_large_ep_flag(r, SHARED_OFF_FLAG))
+    fused = _fused_shared(r)
+    if off:
+        if fused is None:
+            r.ignored.append(SHARED_OFF_FLAG)
+    elif isinstance(fused, str):
+        r.caveats.append(fused)
+    elif fused is not None:
+        r.shared_expert_whole = fused
+
+
+# --moe-dense-tp-size: the TP width of the dense layers' MLP (DeepSeek-V3's first three layers, Kimi-K2's first).
+# DeepseekV2DecoderLayer.__init__ builds a dense layer's DeepseekV2MLP with tp_rank 0, tp_size 1 where
+# enable_moe_dense_fully_dp() (moe_dense_tp_size == 1): whole on every GPU; else over the TP group (tp_size, every GPU
+# of a stage under DP attention). ServerArgs asserts the value is 1 or None to 0.5.12 and None, 1 or tp_size from 0.5.13
+# (tp_size: the TP group, as without it). The shared experts do not follow it (DeepseekV2MoE: over the TP group, whole
+# under an all-to-all backend); nor do Kimi-K3's and Kimi-Linear's dense MLPs (kimi_k3.py KimiK3MLP: the TP or the
+# attention-TP group by --enable-dense-mlp-attn-tp; kimi_linear.py: the TP group), and DeepSeek-V4 has no dense layer
+DENSE_TP_FLAG = "--moe-dense-tp-size"
+DENSE_TP_ANY_FROM: Release = (0, 5, 13)  # tp_size accepted besides 1
+DENSE_TP_SOURCE = Source(
+    repo=SGLANG,
+    file="python/sglang/srt/models/deepseek_v2.py",
+    symbol="DeepseekV2DecoderLayer.__init__ (dense layer: DeepseekV2MLP(tp_rank=0, tp_size=1) where "
+    "layers/communicator.py enable_moe_dense_fully_dp(), moe_dense_tp_size == 1; 0.5.22-0.5.23 parallel_group="
+    "'replicated' where layers/layer_boundary/layout.py is_dense_ffn_fully_dp())",
+    note="read in the sglang 0.4.7, 0.4.9.post2, 0.4.10, 0.5.6, 0.5.11, 0.5.15, 0.5.17, 0.5.19-0.5.23 wheels (PyPI); "
+    "ServerArgs.check_server_args asserts 1 or None to 0.5.12, None, 1 or tp_size from 0.5.13 (0.5.19-0.5.23 "
+    "arg_groups/validation_hook.py)",
+)
+DENSE_WHOLE = Cite(
+    holds="SGLang's --moe-dense-tp-size 1 builds each dense layer's MLP whole on every GPU (tp_size 1)",
+    sources=(DENSE_TP_SOURCE,),
+)
+# the bundled models by SGLang class (resolved names, by prefix): DeepseekV2DecoderLayer's (DeepSeek-V3 / R1 and
+# Kimi-K2.x, whose language model is DeepseekV3ForCausalLM: kimi_k25.py), and those whose class reads no such flag
+DENSE_TP_MODELS = ("deepseek-v3", "deepseek-r1", "kimi-k2")
+DENSE_TP_UNREAD_BY = ("kimi-k3", "kimi-linear", "deepseek-v4")
+
+
+def dense_tp(r: Reading) -> None:
+    """--moe-dense-tp-size as SGLang reads it (``DENSE_TP_SOURCE``): 1 holds the dense layers' MLP whole on every GPU
+    (``Reading.dense_mlp_whole``, for DeepseekV2DecoderLayer's models); tp_size (from 0.5.13) is the TP group, as
+    without it; another value is refused with ServerArgs' assertion; a model whose class does not read it lists it as
+    ignored."""
+    raw = _large_ep_flag(r, DENSE_TP_FLAG)
+    if raw is None:
+        return
+    n = flag_int(DENSE_TP_FLAG, raw)
+    wide = r.release is None or r.release >= DENSE_TP_ANY_FROM
+    if n != 1 and not (wide and n == r.tp):
+        text = (
+            "moe_dense_tp_size only supports None, 1, or tp_size currently"
+            if wide
+            else "moe_dense_tp_size only support 1 and None currently"
+        )
+        raise K3PlanError(
+            f"--serve: {DENSE_TP_FLAG} {n} with --tp-size {r.tp}: SGLang stops at 'AssertionError: {text}' "
+            f"({DENSE_TP_SOURCE.note}); give 1" + (f" or {r.tp}" if wide else "")
+        )
+    model = _bundled(r)
+    if model.startswith(DENSE_TP_UNREAD_BY) or n == r.tp:
+        r.ignored.append(DENSE_TP_FLAG)  # the class reads no such flag, or it names the TP group: the stack's split
+        return
+    if not model.startswith(DENSE_TP_MODELS):
+        raise K3PlanError(
+            f"--serve: {DENSE_TP_FLAG} {n}: how SGLang builds {model or r.model}'s dense MLP under it was not read (read "
+            "for DeepseekV2DecoderLayer's models: DeepSeek-V3 / R1 and Kimi-K2.x); remove it to price the TP split"
+        )
+    r.dense_mlp_whole = DENSE_WHOLE
+
+
+# --deepep-mode (auto / normal / low_latency): which DeepEP kernels run and so which buffers DeepEPBuffer.get_deepep_buffer
+# sizes (normal: NVLink / RDMA bytes from DeepEP's dispatch and combine configs; low_latency: the low-latency RDMA bytes
+# for the dispatch tokens a rank; auto: both). The buffer is built at the first dispatch (the dispatchers' _get_buffer),
+# after the KV pool is sized (ModelRunner.initialize runs no forward before init_memory_pool): it lives in the
+# 1 - mem_fraction_static share, which the derived fraction sizes with a flat 2 GiB whatever the mode
+# (releases.py DEEPEP_RESERVE_SOURCE). normal also turns the CUDA graphs off ('Cuda graph is disabled because
+# deepep_mode=`normal`'), after mem_fraction_static is derived in every release read: the fraction and so the pool as
+# with the graphs on. No memory the pool sees, so the flag is read and listed as ignored
+DEEPEP_MODES = ("auto", "normal", "low_latency")
+DEEPEP_MODE_SOURCE = (
+    "sglang 0.5.15 and 0.5.23 wheels (PyPI), sglang/srt/layers/moe/token_dispatcher/deepep.py DeepEPBuffer."
+    "get_deepep_buffer (built lazily from _DeepEPDispatcherImplNormal / _DeepEPDispatcherImplLowLatency._get_buffer); "
+    "server_args.py ServerArgs.__post_init__ (_handle_gpu_memory_settings before _handle_a2a_moe's normal-mode "
+    "switch-off) in the 0.4.7-0.4.10 (the fraction first in __post_init__), 0.5.6-0.5.17 wheels, arg_groups/pipeline.py "
+    "run_resolution_pipeline (handle_gpu_memory_settings before moe_hook.py handle_a2a_moe) in 0.5.19-0.5.23"
+)
+# --deepep-config (JSON or a file): DeepEPConfig's num_sms and the normal dispatch / combine configs (DeepEP's Config:
+# SMs, NVLink and RDMA chunk and buffer sizes), which set the normal-mode buffer's bytes in get_deepep_buffer. Like the
+# mode it sizes nothing the pool sees; what it changes is how much of the 2 GiB SGLang leaves for DeepEP the buffer
+# takes, which k3plan does not size even for DeepEP's defaults (it would need deep_ep's Config.get_nvl_buffer_size_hint
+# / get_rdma_buffer_size_hint and the config's values, read from the JSON or the file)
+DEEPEP_CONFIG_REFUSAL = (
+    "DeepEP's normal-mode buffer sizes from a tuned config (num_sms, NVLink / RDMA chunk and buffer sizes: sglang "
+    "0.5.15 wheel, layers/moe/token_dispatcher/deepep.py DeepEPConfig, DeepEPBuffer.get_deepep_buffer; built after the "
+    "pool, out of the 2 GiB SGLang leaves for DeepEP, whose use DeepEP's size hints would give)"
+)
+
+
+def deepep_mode(r: Reading) -> None:
+    """--deepep-mode: one of SGLang's choices, no memory effect the pool sees (``DEEPEP_MODE_SOURCE``): listed as
+    ignored."""
+    raw = _large_ep_flag(r, "--deepep-mode")
+    if raw is None:
+        return
+    if raw not in DEEPEP_MODES:
+        raise K3PlanError(f"--serve: --deepep-mode {raw}: expected one of {', '.join(DEEPEP_MODES)}")
+    r.ignored.append("--deepep-mode")
 
 
 # ServerArgs flags with a memory effect k3plan does not model (python/sglang/srt/server_args.py)
 UNPRICED = {
     # InferenceX's SGLang nightlies (SemiAnalysisAI/InferenceX@843c6254 benchmarks/single_node/fixed_seq_len/
     # dsv4_fp4_b300_sglang_mtp.sh, agentic/dsv4_fp4_b200_sglang_mtp.sh; dsr1_fp4_b200.sh's --enable-symm-mem is read:
-    # symm_mem above)
-    "--deepep-config": "DeepEP's buffer sizes from a config file",
-    "--disable-shared-experts-fusion": "the shared experts kept apart from the routed MoE (their split a GPU)",
-    # InferenceX's multi-node SGLang recipes (@843c6254 benchmarks/multi_node/srt-slurm-recipes/sglang/deepseek-v4/,
-    # dsr1/; amd_utils/models.yaml)
-    "--moe-dense-tp-size": "the dense MLP layers' TP size (1: whole on every rank; their bytes a GPU)",
-    "--deepep-mode": "DeepEP's normal / low-latency buffers (their size)",
+    # symm_mem above). --deepep-mode, --moe-dense-tp-size and --disable-shared-experts-fusion are read (deepep_mode,
+    # dense_tp, shared_fusion above)
+    "--deepep-config": DEEPEP_CONFIG_REFUSAL,
 }
 
 

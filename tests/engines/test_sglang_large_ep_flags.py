@@ -1,0 +1,131 @@
+"""SGLang's large-scale expert-parallel flags, as its recipes pass them (InferenceX's multi-node SGLang recipes, SGLang's
+DeepSeek PD-disaggregation / large-scale EP commands), each priced from SGLang's code (engines/sglang/serve.py):
+
+- --moe-dense-tp-size 1: DeepseekV2DecoderLayer builds each dense layer's MLP whole on every GPU (DeepseekV2MLP
+  tp_size 1 where enable_moe_dense_fully_dp(): sglang 0.4.7-0.5.23 wheels, models/deepseek_v2.py), the budget's
+  ``dense_mlp`` role whole (Stack.with_dense_mlp_whole); tp_size names the TP group (from 0.5.13; 1 or None before);
+- --disable-shared-experts-fusion: the fused shared expert (num_fused_shared_experts = 1) is one more expert of
+  FusedMoE, held on every EP rank beside its routed share (num_local_experts = routed // ep + 1) and split over
+  moe_tp_size = tp // ep: without EP 1/tp, as the unfused MLP (no memory effect); on an AMD GPU under EP (fused from
+  0.5.6) one whole a GPU at ep = tp, which the flag returns to 1/tp;
+- --deepep-mode: DeepEP's buffer is built at the first dispatch, after the pool is sized, and normal mode's CUDA-graph
+  switch-off comes after mem_fraction_static is derived: nothing the pool sees;
+- --deepep-config: the normal-mode buffer's sizes, out of the 2 GiB SGLang leaves for DeepEP: still refused.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from k3plan.engines.serve import parse_serve
+from k3plan.errors import K3PlanError
+
+V3 = "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp 8 --trust-remote-code"
+CONFIG = Path(__file__).resolve().parents[2] / "k3plan" / "models" / "bundled" / "deepseek-v3" / "config.json"
+
+
+def _engine(cli, cmd: str, release: str, hardware: str = "nvidia-h200") -> dict:
+    r = cli("fit", "-H", hardware, "-t", 8, "--serve", cmd, "--engine-version", release, "--json")
+    assert r.exit_code in (0, 1), r.output
+    return json.loads(r.stdout)["engine"]
+
+
+def _fp8_mlp_bytes(intermediate: int, layers: int) -> int:
+    """gate, up and down of hidden x ``intermediate`` in FP8 (1 B) with a float32 scale a 128 x 128 block
+    (quantization_config.weight_block_size), over ``layers`` layers, from DeepSeek-V3's config."""
+    c = json.loads(CONFIG.read_text())
+    h = c["hidden_size"]
+    bh, bi = c["quantization_config"]["weight_block_size"]
+    return layers * (3 * h * intermediate + 3 * (h // bh) * (intermediate // bi) * 4)
+
+
+def _dense_mlp_bytes() -> int:
+    c = json.loads(CONFIG.read_text())
+    return _fp8_mlp_bytes(c["intermediate_size"], c["first_k_dense_replace"])
+
+
+def _shared_expert_bytes() -> int:
+    c = json.loads(CONFIG.read_text())
+    moe_layers = c["num_hidden_layers"] - c["first_k_dense_replace"]
+    return _fp8_mlp_bytes(c["moe_intermediate_size"] * c["n_shared_experts"], moe_layers)
+
+
+def test_moe_dense_tp_size_1_holds_the_dense_mlp_whole_on_every_gpu(cli):
+    base = _engine(cli, V3, "0.5.15")
+    whole = _engine(cli, V3 + " --moe-dense-tp-size 1", "0.5.15")
+    # DeepSeek-V3's three dense layers whole where the TP split held 1/8 of them: + 7/8 (~0.97 GiB a GPU)
+    assert whole["weights_bytes"] - base["weights_bytes"] == _dense_mlp_bytes() * 7 // 8
+    assert whole["kv_pool_tokens"] < base["kv_pool_tokens"]
+    # tp_size: the TP group, SGLang's split without the flag (accepted from 0.5.13)
+    same = _engine(cli, V3 + " --moe-dense-tp-size 8", "0.5.15")
+    assert same["weights_bytes"] == base["weights_bytes"] and "--moe-dense-tp-size" in same["serve"]["ignored"]
+    # the same rule in the oldest release read with the option
+    old = _engine(cli, V3 + " --moe-dense-tp-size 1", "0.4.7")
+    assert old["weights_bytes"] - _engine(cli, V3, "0.4.7")["weights_bytes"] == _dense_mlp_bytes() * 7 // 8
+
+
+def test_moe_dense_tp_size_under_dp_attention_and_where_the_class_does_not_read_it(cli):
+    # DP attention at TP 8 / DP 8: the attention-TP group is one GPU, where the dp-attention stack holds the dense MLP
+    # whole already
+    dpa = V3 + " --dp 8 --enable-dp-attention --moe-a2a-backend deepep"
+    assert (
+        _engine(cli, dpa + " --moe-dense-tp-size 1", "0.5.15")["weights_bytes"]
+        == _engine(cli, dpa, "0.5.15")["weights_bytes"]
+    )
+    # DeepSeek-V4 has no dense layer; Kimi-K3's KimiK3MLP takes its group from --enable-dense-mlp-attn-tp
+    for model in ("deepseek-ai/DeepSeek-V4-Pro", "moonshotai/Kimi-K3"):
+        q = parse_serve(
+            f"python3 -m sglang.launch_server --model-path {model} --tp 8 --moe-dense-tp-size 1", platform="gpu"
+        )
+        assert "--moe-dense-tp-size" in q.ignored and q.dense_mlp_whole is None
+
+
+@pytest.mark.parametrize(
+    ("flags", "release", "what"),
+    [
+        ("--moe-dense-tp-size 2", "0.5.15", "only supports None, 1, or tp_size currently"),
+        ("--moe-dense-tp-size 8", "0.5.12", "only support 1 and None currently"),
+        ("--moe-dense-tp-size 1", "0.4.6", "read from 0.4.7 on"),
+        ("--disable-shared-experts-fusion", "0.4.6", "read from 0.4.7 on"),
+        ("--deepep-mode fast", "0.5.15", "expected one of auto, normal, low_latency"),
+        ("--deepep-config c.json", "0.5.15", "DeepEP's normal-mode buffer sizes from a tuned config"),
+    ],
+)
+def test_what_sglang_refuses_or_k3plan_cannot_size_is_refused(flags, release, what):
+    from k3plan.engines.release import parse_release
+
+    with pytest.raises(K3PlanError, match=what):
+        parse_serve(f"{V3} {flags}", platform="gpu", release=parse_release(release))
+
+
+def test_shared_expert_fusion_on_amd_under_ep_holds_a_whole_expert_a_rank(cli):
+    ep = V3 + " --ep-size 8"
+    fused = _engine(cli, ep, "0.5.15", "amd-mi300x")
+    apart = _engine(cli, ep + " --disable-shared-experts-fusion", "0.5.15", "amd-mi300x")
+    # one whole shared expert on every EP rank where the unfused MLP holds 1/8: + 7/8 of it (~2.08 GiB a GPU)
+    assert fused["weights_bytes"] - apart["weights_bytes"] == _shared_expert_bytes() * 7 // 8
+    assert "--disable-shared-experts-fusion" not in apart["serve"]["ignored"]
+    # 0.5.5 turns fusion off under expert parallelism on every GPU; two-batch overlap turns it off from 0.5.11
+    assert _engine(cli, ep, "0.5.5", "amd-mi300x")["weights_bytes"] == apart["weights_bytes"]
+    tbo = _engine(cli, ep + " --enable-two-batch-overlap", "0.5.15", "amd-mi300x")
+    assert tbo["weights_bytes"] == apart["weights_bytes"]
+    # NVIDIA turns it off under expert parallelism; without EP the fused expert is TP-split as the unfused one
+    assert _engine(cli, ep, "0.5.15")["weights_bytes"] == apart["weights_bytes"]
+    # no release named: the newest read, which fuses so
+    assert parse_serve(ep, platform="gpu", device_name="amd-mi355x").shared_expert_whole is not None
+    for cmd, hw in ((ep, "nvidia-h200"), (V3, "nvidia-h200"), (V3, "amd-mi300x")):
+        off = _engine(cli, cmd + " --disable-shared-experts-fusion", "0.5.15", hw)
+        assert off["weights_bytes"] == _engine(cli, cmd, "0.5.15", hw)["weights_bytes"]
+        assert "--disable-shared-experts-fusion" in off["serve"]["ignored"]
+
+
+@pytest.mark.parametrize("mode", ["auto", "normal", "low_latency"])
+def test_deepep_mode_moves_nothing_the_pool_sees(cli, mode):
+    deepep = V3 + " --moe-a2a-backend deepep"
+    base = _engine(cli, deepep, "0.5.15")
+    got = _engine(cli, f"{deepep} --deepep-mode {mode}", "0.5.15")
+    assert got["kv_pool_tokens"] == base["kv_pool_tokens"] and got["weights_bytes"] == base["weights_bytes"]
+    assert "--deepep-mode" in got["serve"]["ignored"]
