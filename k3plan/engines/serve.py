@@ -290,6 +290,52 @@ IGNORED = {
     # vLLM V0's CPU swap space a GPU (CacheConfig.swap_space, host memory for preempted sequences; gone from the
     # 0.31.0 wheel's EngineArgs): host memory, the GPU pool is sized as without it
     "--swap-space": 1,
+    # vLLM flags of the wide-EP / disaggregated recipes (ai-dynamo/dynamo recipes/deepseek-r1/vllm/disagg,
+    # llm-d/llm-d guides/wide-ep-lws) and of EngineArgs beside them, read in the 0.33.0 wheel (PyPI) for what they
+    # hold on a GPU: nothing the pool is sized from.
+    # - the DP ranks' padding all-reduce on the CPU (gloo) group instead of NCCL (ParallelConfig.
+    #   disable_nccl_for_dp_synchronization, vllm/v1/worker/dp_utils.py _get_device_and_group) and how often the
+    #   engine core syncs its DP wave (ParallelConfig.dp_sync_interval, vllm/v1/engine/core.py)
+    "--disable-nccl-for-dp-synchronization": 0,
+    "--no-disable-nccl-for-dp-synchronization": 0,
+    "--dp-sync-interval": 1,
+    # - cascade attention: "--disable-cascade-attn is deprecated and has no effect since cascade attention has been
+    #   removed" (vllm/engine/arg_utils.py _DISABLE_CASCADE_ATTN_DEPRECATION_MESSAGE, the 0.28.0-0.34.0 wheels;
+    #   GPUModelRunner.cascade_attn_enabled = False); before 0.28.0 --no-disable-cascade-attn is refused
+    #   (engines/vllm/serve.py read_removed)
+    "--disable-cascade-attn": 0,
+    "--no-disable-cascade-attn": 0,
+    # - the scheduler's request order (SchedulerConfig.policy) and the host's block-hash function
+    #   (CacheConfig.prefix_caching_hash_algo)
+    "--scheduling-policy": 1,
+    "--prefix-caching-hash-algo": 1,
+    # - the CPU KV offload's backend, beside its host-memory size (--kv-offloading-size above; CacheConfig.
+    #   kv_offloading_backend native / lmcache: the connector's host tier)
+    "--kv-offloading-backend": 1,
+    # - a GDN layer's prefill kernel (EngineArgs.gdn_prefill_backend -> additional_config; no bundled model has GDN
+    #   layers: Kimi-Linear / K3's are KDA, --kda-prefill-backend above)
+    "--gdn-prefill-backend": 1,
+    # - the multimodal processor cache, host memory in each API and engine-core process (MultiModalConfig.
+    #   mm_processor_cache_gb: "duplicated for each API process and engine core process") and its type
+    "--mm-processor-cache-gb": 1,
+    "--mm-processor-cache-type": 1,
+    # - the loader's host-side concurrency (ParallelConfig.max_parallel_loading_workers) and which experts an EP rank
+    #   takes (ParallelConfig.expert_placement_strategy linear / round_robin: the same count a rank,
+    #   model_loader/default_loader.py)
+    "--max-parallel-loading-workers": 1,
+    # (and the partial-prefill limits of 0.26.0's SchedulerConfig, refused from 0.28.0: engines/vllm/serve.py
+    # read_removed)
+    "--max-num-partial-prefills": 1,
+    "--max-long-partial-prefills": 1,
+    "--expert-placement-strategy": 1,
+    # - the structured-output grammar backend: its bitmask is built by the scheduler on the host
+    #   (vllm/v1/structured_output/__init__.py StructuredOutputManager) and applied to a step's logits
+    #   (gpu_model_runner.py apply_grammar_bitmask), not in the profile run
+    "--structured-outputs-config": 1,
+    # - tracing and metrics (ObservabilityConfig)
+    "--otlp-traces-endpoint": 1,
+    "--collect-detailed-traces": 1,
+    "--show-hidden-metrics-for-version": 1,
     # SGLang's: the switch of 0.4.x that read --enable-ep-moe (engines/sglang/serve.py: ep_size = tp_size), its
     # FlashInfer MLA attention kernel of the same releases (the 0.4.3.post2 wheel's ServerArgs.enable_flashinfer_mla:
     # which kernel reads the same MLA pool), torch.distributed's timeout and a disaggregated worker's RDMA NICs
@@ -334,6 +380,10 @@ IGNORED_ENV = {
     "GLOO_SOCKET_IFNAME",  # the network interface of a multi-node recipe (vLLM recipes' strategies/multi_node_*)
     "NCCL_SOCKET_IFNAME",
     "VLLM_HOST_IP",  # the address a node's workers advertise (vllm/envs.py; vllm-project/recipes#698's K3 command)
+    # the NIXL connector's handshake address and port (vllm 0.33.0 wheel (PyPI) vllm/envs.py; the vLLM recipes'
+    # strategies/pd_cluster.yaml env): host networking of a disaggregated worker
+    "VLLM_NIXL_SIDE_CHANNEL_HOST",
+    "VLLM_NIXL_SIDE_CHANNEL_PORT",
     "VLLM_WORKER_MULTIPROC_METHOD",
     "SGLANG_LOG_LEVEL",
     # SemiAnalysisAI/InferenceX's SGLang DeepSeek-V4 nightlies (benchmarks/single_node/fixed_seq_len/
