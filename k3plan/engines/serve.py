@@ -358,6 +358,9 @@ UNPRICED_ENV = {
     # InferenceX's multi-node recipes (@843c6254 benchmarks/multi_node/srt-slurm-recipes/vllm/deepseek-v4/)
     "NVSHMEM_SYMMETRIC_SIZE": "NVSHMEM's symmetric heap a GPU (the DeepEP / MegaMoE buffers' memory)",
     "VLLM_MAX_TOKENS_PER_EXPERT_FP4_MOE": "the FP4 MoE workspace's tokens an expert (its size)",
+    # DeepEP's NVLink and RDMA buffers a GPU (vllm 0.33.0 wheel (PyPI) distributed/device_communicators/all2all.py:
+    # num_nvl_bytes / num_rdma_bytes = VLLM_DEEPEP_BUFFER_SIZE_MB MiB, default 1024; NVIDIA Dynamo's GB200 decode sets 0)
+    "VLLM_DEEPEP_BUFFER_SIZE_MB": "the DeepEP NVLink / RDMA buffers a GPU (their size)",
 }
 # environment variables a serve command's recipe sets before the engine, read as the engine reads them
 IGNORED_ENV = {
@@ -384,6 +387,30 @@ IGNORED_ENV = {
     # strategies/pd_cluster.yaml env): host networking of a disaggregated worker
     "VLLM_NIXL_SIDE_CHANNEL_HOST",
     "VLLM_NIXL_SIDE_CHANNEL_PORT",
+    # the wide-EP workers' pod env (llm-d/llm-d guides/wide-ep-lws/modelserver/gpu/vllm-deepseek-v4/base/prefill.yaml
+    # @034b87dc, manifests/modelserver/base/decode.yaml @03da3b00; ai-dynamo/dynamo recipes/deepseek-r1/vllm/disagg/
+    # deploy_gb200_2prefill_dep4_1decode_dep8.yaml @40200470), none of it what the engine sizes its pool from:
+    # - JIT and kernel caches on disk and the CUDA driver library's path (Triton, CUDA, ccache, FlashInfer's JIT
+    #   workspace directory), and the launcher's own shell variable (DP_SIZE_LOCAL: llm-d's START_RANK arithmetic; no
+    #   vllm/envs.py entry)
+    "TRITON_LIBCUDA_PATH",
+    "CUDA_CACHE_PATH",
+    "CCACHE_DIR",
+    "FLASHINFER_WORKSPACE_BASE",
+    "DP_SIZE_LOCAL",
+    # - collective timeouts and NVSHMEM's bootstrap interface and IB transport (as NVSHMEM_DISABLE_IB; its heap size,
+    #   NVSHMEM_SYMMETRIC_SIZE, is refused)
+    "NCCL_TIMEOUT",
+    "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC",
+    "NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME",
+    "NVSHMEM_IB_ENABLE_IBGDA",
+    "NVSHMEM_REMOTE_TRANSPORT",
+    # - DeepEP low-latency over multi-node NVLink and its NVFP4 dispatch payload (vllm 0.33.0 wheel (PyPI)
+    #   distributed/device_communicators/all2all.py allow_mnnvl, prepare_finalize/deepep_ll.py: the buffers keep
+    #   VLLM_DEEPEP_BUFFER_SIZE_MB's size), and the host's output-processing chunk (v1/engine/output_processor.py)
+    "VLLM_DEEPEP_LOW_LATENCY_USE_MNNVL",
+    "VLLM_DEEPEPLL_NVFP4_DISPATCH",
+    "VLLM_V1_OUTPUT_PROC_CHUNK_SIZE",
     "VLLM_WORKER_MULTIPROC_METHOD",
     "SGLANG_LOG_LEVEL",
     # SemiAnalysisAI/InferenceX's SGLang DeepSeek-V4 nightlies (benchmarks/single_node/fixed_seq_len/
@@ -1025,6 +1052,10 @@ def parse_serve(
         raise K3PlanError(
             f"--serve: environment variable {unknown_env[0]} is not one k3plan reads or knows to be harmless; remove it"
         )
+    for f in FAMILIES:  # a family's own variables (OWN_ENV) on another family's command: nothing reads them there
+        theirs = sorted(getattr(f, "OWN_ENV", frozenset()) & set(env)) if f is not family else []
+        if theirs:
+            raise K3PlanError(f"--serve: {theirs[0]}: {f.ENGINE}'s variable, read only on its own commands; remove it")
     for f in FAMILIES:  # a variable is the same variable whichever command it prefixes
         f.check_env(env, stack=r.stack)
     r.ignored += [f"{k}={v}" for k, v in env.items() if k in IGNORED_ENV and k not in r.env_read]

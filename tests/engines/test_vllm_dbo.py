@@ -91,3 +91,27 @@ def test_flags_gone_from_0_28_are_refused_there_and_read_before():
 def test_hf_overrides_is_refused():
     with pytest.raises(K3PlanError, match=r"--hf-overrides: the checkpoint's config overridden"):
         _read("vllm serve deepseek-ai/DeepSeek-V3 --tensor-parallel-size 8 --hf-overrides '{\"num_hidden_layers\":4}'")
+
+
+def test_variables_no_read_wheel_names_are_listed_from_0_26_and_refused_before():
+    # NVIDIA Dynamo's hopper decode env (recipes/deepseek-r1/vllm/disagg @0044eb90): VLLM_MOE_DP_CHUNK_SIZE=384; no
+    # file of the 0.26.0-0.34.0 wheels names it
+    cmd = (
+        "VLLM_MOE_DP_CHUNK_SIZE=384 vllm serve deepseek-ai/DeepSeek-R1 --data-parallel-size 16 --enable-expert-parallel"
+    )
+    assert "VLLM_MOE_DP_CHUNK_SIZE=384" in _read(cmd).ignored
+    with pytest.raises(K3PlanError, match="releases before 0.26.0"):
+        _read(cmd, release="0.25.0")
+    with pytest.raises(K3PlanError, match="vllm's variable, read only on its own commands"):
+        _read("VLLM_MOE_DP_CHUNK_SIZE=384 sglang serve --model-path deepseek-ai/DeepSeek-V3 --tp 8")
+
+
+def test_the_deepep_buffer_size_is_refused():
+    # NVIDIA Dynamo's GB200 decode env (@40200470) sets VLLM_DEEPEP_BUFFER_SIZE_MB=0: all2all.py's num_nvl_bytes /
+    # num_rdma_bytes
+    with pytest.raises(K3PlanError, match="DeepEP NVLink / RDMA buffers"):
+        _read(
+            "VLLM_DEEPEP_BUFFER_SIZE_MB=0 vllm serve nvidia/DeepSeek-R1-0528-FP4-v2 --data-parallel-size 8 "
+            "--enable-expert-parallel",
+            hardware="nvidia-gb200-nvl72",
+        )

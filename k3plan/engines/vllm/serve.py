@@ -364,9 +364,46 @@ FLASHINFER_INT4_ENV = "VLLM_USE_FLASHINFER_MOE_INT4"
 # ESTIMATE_ENV: the CUDA-graph estimate's off switch, read where the estimate is priced (engines/vllm/cudagraph.py
 # serve_estimate; InferenceX's dsv4_fp8_h200_mtp.sh and agentic/kimik3_fp4_b300_vllm_mtp.sh @843c6254 set it to 0);
 # and tpu-inference's (engines/tpu_inference/serve.py: read there, refused by check_env on any other route)
-KNOWN_ENV = frozenset(
-    {LONG_CONTEXT_ENV, UNIFIED_POOL_ENV, ENGRAM_ENV, FLASHINFER_INT4_ENV, ESTIMATE_ENV} | tpu_inference_serve.KNOWN_ENV
+# vLLM variables of older releases that recipes still export (ai-dynamo/dynamo recipes/deepseek-r1/vllm/disagg
+# @40200470 / @0044eb90, llm-d/llm-d guides/wide-ep-lws @03da3b00): no file of the 0.26.0, 0.28.0-0.31.0, 0.33.0 or
+# 0.34.0 wheels (PyPI) names them (vllm/envs.py declares none of them; nothing reads os.environ for them), so at
+# those releases they do nothing and are listed; before 0.26.0 what they did (MoE activation chunking, the all2all
+# backend, FlashInfer's MoE backend, MLA's fp8 projections) was not read, refused
+STALE_ENV = frozenset(
+    {
+        "VLLM_ALL2ALL_BACKEND",
+        "VLLM_DEEPEP_LOW_LATENCY_ALLOW_NVLINK",
+        "VLLM_ENABLE_FUSED_MOE_ACTIVATION_CHUNKING",
+        "VLLM_ENABLE_MOE_DP_CHUNK",
+        "VLLM_EP_USE_SBO",
+        "VLLM_FLASHINFER_MOE_BACKEND",
+        "VLLM_FUSED_MOE_CHUNK_SIZE",
+        "VLLM_MLA_FP8_PROJ",
+        "VLLM_MOE_DP_CHUNK_SIZE",
+    }
 )
+STALE_FROM = (0, 26, 0)
+# the variables of KNOWN_ENV read on this family's commands only (k3plan.engines.serve refuses them on another's)
+OWN_ENV = STALE_ENV
+KNOWN_ENV = frozenset(
+    {LONG_CONTEXT_ENV, UNIFIED_POOL_ENV, ENGRAM_ENV, FLASHINFER_INT4_ENV, ESTIMATE_ENV}
+    | STALE_ENV
+    | tpu_inference_serve.KNOWN_ENV
+)
+
+
+def read_stale_env(r: Reading) -> None:
+    """``STALE_ENV``: listed where the release reads none of them (from 0.26.0; a GPU command), refused before."""
+    stale = sorted(STALE_ENV & set(r.env))
+    if not stale:
+        return
+    release = r.release or (0, 33, 0)
+    if r.platform == "tpu" or release < STALE_FROM:
+        raise K3PlanError(
+            f"--serve: {stale[0]}: a variable of vLLM releases before 0.26.0 (no file of the 0.26.0-0.34.0 wheels "
+            f"names it); what it did at vLLM {release_text(release)} was not read by k3plan: remove it"
+        )
+    r.ignored += [f"{k}={r.env[k]}" for k in stale]
 
 
 def flashinfer_int4(r: Reading) -> None:
@@ -657,6 +694,7 @@ def read(r: Reading) -> None:
     read_cpu_offload(r)
     read_dbo(r)
     read_removed(r)
+    read_stale_env(r)
     # async scheduling (read for the batches a windowed KV group holds in flight: engines/vllm/memory.py
     # in_flight_batches): --no-async-scheduling turns it off, --async-scheduling on
     on, off = get("--async-scheduling", None), get("--no-async-scheduling", None)
