@@ -287,8 +287,8 @@ IGNORED = {
     # hosts a request may name, nothing on the GPU
     "--allowed-local-media-path": 1,
     "--allowed-media-domains": 1,
-    # vLLM V0's CPU swap space a GPU (CacheConfig.swap_space, host memory for preempted sequences; gone from the
-    # 0.31.0 wheel's EngineArgs): host memory, the GPU pool is sized as without it
+    # vLLM's CPU swap space a GPU (CacheConfig.swap_space, host memory for preempted sequences): host memory, the GPU
+    # pool is sized as without it; from 0.18.0 the flag is gone and refused (engines/vllm/serve.py read_removed)
     "--swap-space": 1,
     # vLLM flags of the wide-EP / disaggregated recipes (ai-dynamo/dynamo recipes/deepseek-r1/vllm/disagg,
     # llm-d/llm-d guides/wide-ep-lws) and of EngineArgs beside them, read in the 0.33.0 wheel (PyPI) for what they
@@ -323,6 +323,9 @@ IGNORED = {
     #   takes (ParallelConfig.expert_placement_strategy linear / round_robin: the same count a rank,
     #   model_loader/default_loader.py)
     "--max-parallel-loading-workers": 1,
+    # - where the loader downloads the checkpoint on the host (LoadConfig.download_dir; InferenceX's
+    #   experimental/token_position_decode_slo/serve_kimi_k2_sbatch.sh @843c6254)
+    "--download-dir": 1,
     # (and the partial-prefill limits of 0.26.0's SchedulerConfig, refused from 0.28.0: engines/vllm/serve.py
     # read_removed)
     "--max-num-partial-prefills": 1,
@@ -411,6 +414,15 @@ IGNORED_ENV = {
     "VLLM_DEEPEP_LOW_LATENCY_USE_MNNVL",
     "VLLM_DEEPEPLL_NVFP4_DISPATCH",
     "VLLM_V1_OUTPUT_PROC_CHUNK_SIZE",
+    # - NVIDIA Dynamo's Kimi-K3 vLLM workers (ai-dynamo/dynamo recipes/kimi-k3/vllm/agg-h200-agentic @1fa623b3,
+    #   disagg-gb200-agentic @54b31536): DeepGEMM's kernel warm-up, run by kernel_warmup in
+    #   Worker.compile_or_warm_up_model after the KV cache is allocated (vllm 0.33.0 wheel (PyPI) v1/worker/
+    #   gpu_worker.py, envs.py VLLM_DEEP_GEMM_WARMUP skip / full / relax), fastsafetensors' loading queue (model_loader/
+    #   weight_utils.py, at load), the host's cache directory and the TCP store's timeout
+    "VLLM_DEEP_GEMM_WARMUP",
+    "VLLM_FASTSAFETENSORS_QUEUE_SIZE",
+    "XDG_CACHE_HOME",
+    "NCCL_STORE_TIMEOUT",
     "VLLM_WORKER_MULTIPROC_METHOD",
     "SGLANG_LOG_LEVEL",
     # SemiAnalysisAI/InferenceX's SGLang DeepSeek-V4 nightlies (benchmarks/single_node/fixed_seq_len/

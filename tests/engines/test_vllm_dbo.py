@@ -115,3 +115,24 @@ def test_the_deepep_buffer_size_is_refused():
             "--enable-expert-parallel",
             hardware="nvidia-gb200-nvl72",
         )
+
+
+# NVIDIA Dynamo's GB200 prefill worker (recipes/deepseek-r1/vllm/disagg/deploy_gb200_2prefill_dep4_1decode_dep8.yaml
+# @40200470, image vllm-32693db: its release not read), written as vllm serve: --swap-space 16
+DYNAMO_GB200_PREFILL = (
+    "vllm serve nvidia/DeepSeek-R1-0528-FP4-v2 --served-model-name deepseek-ai/DeepSeek-R1 --data-parallel-size 4 "
+    "--kv-cache-dtype fp8 --enable-expert-parallel --attention-config.backend FLASHINFER_MLA "
+    "--attention-config.use_trtllm_ragged_deepseek_prefill=true --max-model-len 2148 --trust-remote-code "
+    "--all2all-backend allgather_reducescatter --data-parallel-rpc-port 13345 --disable-custom-all-reduce "
+    "--disable-nccl-for-dp-synchronization --no-enable-prefix-caching --async-scheduling --gpu-memory-utilization 0.85 "
+    "--max-num-batched-tokens 65536 --max-num-seqs 1024 --swap-space 16 --enforce-eager --kv-transfer-config "
+    '\'{"kv_connector":"NixlConnector","kv_role":"kv_both","kv_load_failure_policy":"fail"}\''
+)
+
+
+def test_swap_space_is_gone_from_0_18():
+    # in the 0.17.1 wheel's EngineArgs (CacheConfig.swap_space, host memory), not in 0.18.0's
+    with pytest.raises(K3PlanError, match="--swap-space: vLLM 0.33.0 has no such flag"):
+        _read(DYNAMO_GB200_PREFILL, hardware="nvidia-gb200-nvl72")
+    q = _read(DYNAMO_GB200_PREFILL, hardware="nvidia-gb200-nvl72", release="0.17.1")
+    assert {"--swap-space", "--disable-nccl-for-dp-synchronization"} <= set(q.ignored)

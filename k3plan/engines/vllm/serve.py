@@ -564,6 +564,10 @@ def read_dbo(r: Reading) -> None:
 # disable_cascade_attn, default True), not read; from 0.28.0 it does nothing (k3plan.engines.serve IGNORED)
 REMOVED_FROM = (0, 28, 0)
 REMOVED_FLAGS = ("--max-num-partial-prefills", "--max-long-partial-prefills", "--calculate-kv-scales")
+# V0's CPU swap space (CacheConfig.swap_space, host memory for preempted sequences: listed where the release has it)
+# is in the 0.11.2, 0.13.0, 0.14.1, 0.16.0, 0.17.0 and 0.17.1 wheels' EngineArgs and gone from 0.18.0's (vllm/engine/
+# arg_utils.py, PyPI wheels), so from 0.18.0 vLLM's parser refuses it
+SWAP_SPACE_GONE_FROM = (0, 18, 0)
 OLD_UNREAD = {
     "--calculate-kv-scales": "fp8 KV scales computed in the first forward (gpu_model_runner.py, mla_attention.py)",
     "--no-disable-cascade-attn": "cascade attention on (ModelConfig.disable_cascade_attn False)",
@@ -574,6 +578,12 @@ def read_removed(r: Reading) -> None:
     """The flags of ``REMOVED_FLAGS`` by release (the comment above): refused from 0.28.0 as vLLM's parser refuses
     them, read in 0.26.0 (listed, or refused where what they hold was not read)."""
     release = r.release or (0, 33, 0)
+    if "--swap-space" in r.flags and release >= SWAP_SPACE_GONE_FROM:
+        raise K3PlanError(
+            f"--serve: --swap-space: vLLM {release_text(release)} has no such flag (CacheConfig.swap_space, in the "
+            "0.17.1 wheel's EngineArgs, gone from 0.18.0's, vllm/engine/arg_utils.py): its parser refuses it as an "
+            "unrecognized argument; remove it"
+        )
     for flag in (*REMOVED_FLAGS, "--no-disable-cascade-attn"):
         if flag not in r.flags:
             continue
