@@ -423,6 +423,15 @@ IGNORED_ENV = {
     "VLLM_FASTSAFETENSORS_QUEUE_SIZE",
     "XDG_CACHE_HOME",
     "NCCL_STORE_TIMEOUT",
+    # - NVIDIA Dynamo's DeepSeek-V4.1-Flash disaggregated B200 workers (recipes/deepseek-v4.1-flash/vllm/
+    #   disagg-b200-agentic/kustomize/base/deploy.yaml @06c8fbf1): UCX's rendezvous threshold, RC timeout and keepalive
+    #   (the NIXL transfer's transport, as UCX_TLS above), and the context length adaptive verification's timing runs
+    #   use (vllm 0.33.0 wheel (PyPI) v1/worker/gpu/spec_decode/adaptive_verification.py batches_to_profile: dummy runs
+    #   at the capture sizes after the KV cache is allocated, and only with enable_adaptive_verification)
+    "UCX_RNDV_THRESH",
+    "UCX_RC_TIMEOUT",
+    "UCX_KEEPALIVE_INTERVAL",
+    "VLLM_ADAPTIVE_VERIFICATION_PROFILE_CONTEXT_LEN",
     "VLLM_WORKER_MULTIPROC_METHOD",
     "SGLANG_LOG_LEVEL",
     # SemiAnalysisAI/InferenceX's SGLang DeepSeek-V4 nightlies (benchmarks/single_node/fixed_seq_len/
