@@ -136,3 +136,14 @@ def test_swap_space_is_gone_from_0_18():
         _read(DYNAMO_GB200_PREFILL, hardware="nvidia-gb200-nvl72")
     q = _read(DYNAMO_GB200_PREFILL, hardware="nvidia-gb200-nvl72", release="0.17.1")
     assert {"--swap-space", "--disable-nccl-for-dp-synchronization"} <= set(q.ignored)
+
+
+def test_mori_all2all_backends_are_stack_choices():
+    # llm-d's AMD DeepSeek-V3 decode passes --all2all-backend mori_low_latency (guides/wide-ep-lws/modelserver/amd/
+    # vllm-deepseek-v3/base/decode.yaml @368f5b0a); vLLM's MoriPrepareAndFinalize dispatches a block-fp8 checkpoint's
+    # activations in fp8 (vllm 0.33.0 wheel fused_moe/all2all_utils.py maybe_make_prepare_and_finalize)
+    from k3plan.engines.stack import load_stack
+
+    for backend in ("mori_low_latency", "mori_high_throughput"):
+        st = load_stack(f"vllm:all2all_backend={backend}")
+        assert (st.collectives.experts, st.collectives.dispatch_dtype) == ("all_to_all", "fp8")
