@@ -287,9 +287,58 @@ IGNORED = {
     # hosts a request may name, nothing on the GPU
     "--allowed-local-media-path": 1,
     "--allowed-media-domains": 1,
-    # vLLM V0's CPU swap space a GPU (CacheConfig.swap_space, host memory for preempted sequences; gone from the
-    # 0.31.0 wheel's EngineArgs): host memory, the GPU pool is sized as without it
+    # vLLM's CPU swap space a GPU (CacheConfig.swap_space, host memory for preempted sequences): host memory, the GPU
+    # pool is sized as without it; from 0.18.0 the flag is gone and refused (engines/vllm/serve.py read_removed)
     "--swap-space": 1,
+    # vLLM flags of the wide-EP / disaggregated recipes (ai-dynamo/dynamo recipes/deepseek-r1/vllm/disagg,
+    # llm-d/llm-d guides/wide-ep-lws) and of EngineArgs beside them, read in the 0.33.0 wheel (PyPI) for what they
+    # hold on a GPU: nothing the pool is sized from.
+    # - the DP ranks' padding all-reduce on the CPU (gloo) group instead of NCCL (ParallelConfig.
+    #   disable_nccl_for_dp_synchronization, vllm/v1/worker/dp_utils.py _get_device_and_group) and how often the
+    #   engine core syncs its DP wave (ParallelConfig.dp_sync_interval, vllm/v1/engine/core.py)
+    "--disable-nccl-for-dp-synchronization": 0,
+    "--no-disable-nccl-for-dp-synchronization": 0,
+    "--dp-sync-interval": 1,
+    # - cascade attention: "--disable-cascade-attn is deprecated and has no effect since cascade attention has been
+    #   removed" (vllm/engine/arg_utils.py _DISABLE_CASCADE_ATTN_DEPRECATION_MESSAGE, the 0.28.0-0.34.0 wheels;
+    #   GPUModelRunner.cascade_attn_enabled = False); before 0.28.0 --no-disable-cascade-attn is refused
+    #   (engines/vllm/serve.py read_removed)
+    "--disable-cascade-attn": 0,
+    "--no-disable-cascade-attn": 0,
+    # - the scheduler's request order (SchedulerConfig.policy) and the host's block-hash function
+    #   (CacheConfig.prefix_caching_hash_algo)
+    "--scheduling-policy": 1,
+    "--prefix-caching-hash-algo": 1,
+    # - the CPU KV offload's backend, beside its host-memory size (--kv-offloading-size above; CacheConfig.
+    #   kv_offloading_backend native / lmcache: the connector's host tier)
+    "--kv-offloading-backend": 1,
+    # - a GDN layer's prefill kernel (EngineArgs.gdn_prefill_backend -> additional_config; no bundled model has GDN
+    #   layers: Kimi-Linear / K3's are KDA, --kda-prefill-backend above)
+    "--gdn-prefill-backend": 1,
+    # - the multimodal processor cache, host memory in each API and engine-core process (MultiModalConfig.
+    #   mm_processor_cache_gb: "duplicated for each API process and engine core process") and its type
+    "--mm-processor-cache-gb": 1,
+    "--mm-processor-cache-type": 1,
+    # - the loader's host-side concurrency (ParallelConfig.max_parallel_loading_workers) and which experts an EP rank
+    #   takes (ParallelConfig.expert_placement_strategy linear / round_robin: the same count a rank,
+    #   model_loader/default_loader.py)
+    "--max-parallel-loading-workers": 1,
+    # - where the loader downloads the checkpoint on the host (LoadConfig.download_dir; InferenceX's
+    #   experimental/token_position_decode_slo/serve_kimi_k2_sbatch.sh @843c6254)
+    "--download-dir": 1,
+    # (and the partial-prefill limits of 0.26.0's SchedulerConfig, refused from 0.28.0: engines/vllm/serve.py
+    # read_removed)
+    "--max-num-partial-prefills": 1,
+    "--max-long-partial-prefills": 1,
+    "--expert-placement-strategy": 1,
+    # - the structured-output grammar backend: its bitmask is built by the scheduler on the host
+    #   (vllm/v1/structured_output/__init__.py StructuredOutputManager) and applied to a step's logits
+    #   (gpu_model_runner.py apply_grammar_bitmask), not in the profile run
+    "--structured-outputs-config": 1,
+    # - tracing and metrics (ObservabilityConfig)
+    "--otlp-traces-endpoint": 1,
+    "--collect-detailed-traces": 1,
+    "--show-hidden-metrics-for-version": 1,
     # SGLang's: the switch of 0.4.x that read --enable-ep-moe (engines/sglang/serve.py: ep_size = tp_size), its
     # FlashInfer MLA attention kernel of the same releases (the 0.4.3.post2 wheel's ServerArgs.enable_flashinfer_mla:
     # which kernel reads the same MLA pool), torch.distributed's timeout and a disaggregated worker's RDMA NICs
@@ -312,6 +361,9 @@ UNPRICED_ENV = {
     # InferenceX's multi-node recipes (@843c6254 benchmarks/multi_node/srt-slurm-recipes/vllm/deepseek-v4/)
     "NVSHMEM_SYMMETRIC_SIZE": "NVSHMEM's symmetric heap a GPU (the DeepEP / MegaMoE buffers' memory)",
     "VLLM_MAX_TOKENS_PER_EXPERT_FP4_MOE": "the FP4 MoE workspace's tokens an expert (its size)",
+    # DeepEP's NVLink and RDMA buffers a GPU (vllm 0.33.0 wheel (PyPI) distributed/device_communicators/all2all.py:
+    # num_nvl_bytes / num_rdma_bytes = VLLM_DEEPEP_BUFFER_SIZE_MB MiB, default 1024; NVIDIA Dynamo's GB200 decode sets 0)
+    "VLLM_DEEPEP_BUFFER_SIZE_MB": "the DeepEP NVLink / RDMA buffers a GPU (their size)",
 }
 # environment variables a serve command's recipe sets before the engine, read as the engine reads them
 IGNORED_ENV = {
@@ -334,6 +386,52 @@ IGNORED_ENV = {
     "GLOO_SOCKET_IFNAME",  # the network interface of a multi-node recipe (vLLM recipes' strategies/multi_node_*)
     "NCCL_SOCKET_IFNAME",
     "VLLM_HOST_IP",  # the address a node's workers advertise (vllm/envs.py; vllm-project/recipes#698's K3 command)
+    # the NIXL connector's handshake address and port (vllm 0.33.0 wheel (PyPI) vllm/envs.py; the vLLM recipes'
+    # strategies/pd_cluster.yaml env): host networking of a disaggregated worker
+    "VLLM_NIXL_SIDE_CHANNEL_HOST",
+    "VLLM_NIXL_SIDE_CHANNEL_PORT",
+    # the wide-EP workers' pod env (llm-d/llm-d guides/wide-ep-lws/modelserver/gpu/vllm-deepseek-v4/base/prefill.yaml
+    # @034b87dc, manifests/modelserver/base/decode.yaml @03da3b00; ai-dynamo/dynamo recipes/deepseek-r1/vllm/disagg/
+    # deploy_gb200_2prefill_dep4_1decode_dep8.yaml @40200470), none of it what the engine sizes its pool from:
+    # - JIT and kernel caches on disk and the CUDA driver library's path (Triton, CUDA, ccache, FlashInfer's JIT
+    #   workspace directory), and the launcher's own shell variable (DP_SIZE_LOCAL: llm-d's START_RANK arithmetic; no
+    #   vllm/envs.py entry)
+    "TRITON_LIBCUDA_PATH",
+    "CUDA_CACHE_PATH",
+    "CCACHE_DIR",
+    "FLASHINFER_WORKSPACE_BASE",
+    "DP_SIZE_LOCAL",
+    # - collective timeouts and NVSHMEM's bootstrap interface and IB transport (as NVSHMEM_DISABLE_IB; its heap size,
+    #   NVSHMEM_SYMMETRIC_SIZE, is refused)
+    "NCCL_TIMEOUT",
+    "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC",
+    "NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME",
+    "NVSHMEM_IB_ENABLE_IBGDA",
+    "NVSHMEM_REMOTE_TRANSPORT",
+    # - DeepEP low-latency over multi-node NVLink and its NVFP4 dispatch payload (vllm 0.33.0 wheel (PyPI)
+    #   distributed/device_communicators/all2all.py allow_mnnvl, prepare_finalize/deepep_ll.py: the buffers keep
+    #   VLLM_DEEPEP_BUFFER_SIZE_MB's size), and the host's output-processing chunk (v1/engine/output_processor.py)
+    "VLLM_DEEPEP_LOW_LATENCY_USE_MNNVL",
+    "VLLM_DEEPEPLL_NVFP4_DISPATCH",
+    "VLLM_V1_OUTPUT_PROC_CHUNK_SIZE",
+    # - NVIDIA Dynamo's Kimi-K3 vLLM workers (ai-dynamo/dynamo recipes/kimi-k3/vllm/agg-h200-agentic @1fa623b3,
+    #   disagg-gb200-agentic @54b31536): DeepGEMM's kernel warm-up, run by kernel_warmup in
+    #   Worker.compile_or_warm_up_model after the KV cache is allocated (vllm 0.33.0 wheel (PyPI) v1/worker/
+    #   gpu_worker.py, envs.py VLLM_DEEP_GEMM_WARMUP skip / full / relax), fastsafetensors' loading queue (model_loader/
+    #   weight_utils.py, at load), the host's cache directory and the TCP store's timeout
+    "VLLM_DEEP_GEMM_WARMUP",
+    "VLLM_FASTSAFETENSORS_QUEUE_SIZE",
+    "XDG_CACHE_HOME",
+    "NCCL_STORE_TIMEOUT",
+    # - NVIDIA Dynamo's DeepSeek-V4.1-Flash disaggregated B200 workers (recipes/deepseek-v4.1-flash/vllm/
+    #   disagg-b200-agentic/kustomize/base/deploy.yaml @06c8fbf1): UCX's rendezvous threshold, RC timeout and keepalive
+    #   (the NIXL transfer's transport, as UCX_TLS above), and the context length adaptive verification's timing runs
+    #   use (vllm 0.33.0 wheel (PyPI) v1/worker/gpu/spec_decode/adaptive_verification.py batches_to_profile: dummy runs
+    #   at the capture sizes after the KV cache is allocated, and only with enable_adaptive_verification)
+    "UCX_RNDV_THRESH",
+    "UCX_RC_TIMEOUT",
+    "UCX_KEEPALIVE_INTERVAL",
+    "VLLM_ADAPTIVE_VERIFICATION_PROFILE_CONTEXT_LEN",
     "VLLM_WORKER_MULTIPROC_METHOD",
     "SGLANG_LOG_LEVEL",
     # SemiAnalysisAI/InferenceX's SGLang DeepSeek-V4 nightlies (benchmarks/single_node/fixed_seq_len/
@@ -979,6 +1077,10 @@ def parse_serve(
         raise K3PlanError(
             f"--serve: environment variable {unknown_env[0]} is not one k3plan reads or knows to be harmless; remove it"
         )
+    for f in FAMILIES:  # a family's own variables (OWN_ENV) on another family's command: nothing reads them there
+        theirs = sorted(getattr(f, "OWN_ENV", frozenset()) & set(env)) if f is not family else []
+        if theirs:
+            raise K3PlanError(f"--serve: {theirs[0]}: {f.ENGINE}'s variable, read only on its own commands; remove it")
     for f in FAMILIES:  # a variable is the same variable whichever command it prefixes
         f.check_env(env, stack=r.stack)
     r.ignored += [f"{k}={v}" for k, v in env.items() if k in IGNORED_ENV and k not in r.env_read]

@@ -118,6 +118,7 @@ VLLM_SWITCHES = {
     "--enable-cumem-allocator",
     "--monokernel",
     EXTENSIBLE_FLAG_NAME,
+    "--enable-dbo",  # dual-batch overlap (ParallelConfig.enable_dbo): read_dbo below
 }
 # EngineArgs' flags added in the 0.32.0-0.34.0 wheels (PyPI; vllm/engine/arg_utils.py, the fields' configs cited) that
 # change nothing a GPU holds, read and ignored (0: a switch, with its --no- form; 1: a value): metrics histogram
@@ -318,6 +319,10 @@ VLLM_UNPRICED = {
     "--offload-group-size": "weights offloaded to host memory and prefetched a group at a time",
     "--offload-num-in-group": "weights offloaded to host memory and prefetched a group at a time",
     "--offload-prefetch-step": "weights offloaded to host memory and prefetched a group at a time",
+    # ModelConfig.hf_overrides (a dict merged into, or a function applied to, the Hugging Face config before the model
+    # is built: vllm 0.33.0 wheel (PyPI) vllm/config/model.py): any field of the config k3plan prices from its bundled
+    # config.json may change
+    "--hf-overrides": "the checkpoint's config overridden before the model is built (ModelConfig.hf_overrides)",
 }
 # weights moved to host memory and read over UVA until this many GiB a GPU are offloaded, a parameter at a time
 # (vLLM 0.31.0 wheel vllm/config/offload.py UVAOffloadConfig.cpu_offload_gb, default 0: nothing offloaded)
@@ -359,9 +364,46 @@ FLASHINFER_INT4_ENV = "VLLM_USE_FLASHINFER_MOE_INT4"
 # ESTIMATE_ENV: the CUDA-graph estimate's off switch, read where the estimate is priced (engines/vllm/cudagraph.py
 # serve_estimate; InferenceX's dsv4_fp8_h200_mtp.sh and agentic/kimik3_fp4_b300_vllm_mtp.sh @843c6254 set it to 0);
 # and tpu-inference's (engines/tpu_inference/serve.py: read there, refused by check_env on any other route)
-KNOWN_ENV = frozenset(
-    {LONG_CONTEXT_ENV, UNIFIED_POOL_ENV, ENGRAM_ENV, FLASHINFER_INT4_ENV, ESTIMATE_ENV} | tpu_inference_serve.KNOWN_ENV
+# vLLM variables of older releases that recipes still export (ai-dynamo/dynamo recipes/deepseek-r1/vllm/disagg
+# @40200470 / @0044eb90, llm-d/llm-d guides/wide-ep-lws @03da3b00): no file of the 0.26.0, 0.28.0-0.31.0, 0.33.0 or
+# 0.34.0 wheels (PyPI) names them (vllm/envs.py declares none of them; nothing reads os.environ for them), so at
+# those releases they do nothing and are listed; before 0.26.0 what they did (MoE activation chunking, the all2all
+# backend, FlashInfer's MoE backend, MLA's fp8 projections) was not read, refused
+STALE_ENV = frozenset(
+    {
+        "VLLM_ALL2ALL_BACKEND",
+        "VLLM_DEEPEP_LOW_LATENCY_ALLOW_NVLINK",
+        "VLLM_ENABLE_FUSED_MOE_ACTIVATION_CHUNKING",
+        "VLLM_ENABLE_MOE_DP_CHUNK",
+        "VLLM_EP_USE_SBO",
+        "VLLM_FLASHINFER_MOE_BACKEND",
+        "VLLM_FUSED_MOE_CHUNK_SIZE",
+        "VLLM_MLA_FP8_PROJ",
+        "VLLM_MOE_DP_CHUNK_SIZE",
+    }
 )
+STALE_FROM = (0, 26, 0)
+# the variables of KNOWN_ENV read on this family's commands only (k3plan.engines.serve refuses them on another's)
+OWN_ENV = STALE_ENV
+KNOWN_ENV = frozenset(
+    {LONG_CONTEXT_ENV, UNIFIED_POOL_ENV, ENGRAM_ENV, FLASHINFER_INT4_ENV, ESTIMATE_ENV}
+    | STALE_ENV
+    | tpu_inference_serve.KNOWN_ENV
+)
+
+
+def read_stale_env(r: Reading) -> None:
+    """``STALE_ENV``: listed where the release reads none of them (from 0.26.0; a GPU command), refused before."""
+    stale = sorted(STALE_ENV & set(r.env))
+    if not stale:
+        return
+    release = r.release or (0, 33, 0)
+    if r.platform == "tpu" or release < STALE_FROM:
+        raise K3PlanError(
+            f"--serve: {stale[0]}: a variable of vLLM releases before 0.26.0 (no file of the 0.26.0-0.34.0 wheels "
+            f"names it); what it did at vLLM {release_text(release)} was not read by k3plan: remove it"
+        )
+    r.ignored += [f"{k}={r.env[k]}" for k in stale]
 
 
 def flashinfer_int4(r: Reading) -> None:
@@ -444,6 +486,118 @@ def read_kv_cache_memory_bytes(r: Reading, raw: str | None) -> None:
             f"--kv-cache-memory-bytes {n:,}: the engine's KV pool a GPU as given, --gpu-memory-utilization ignored "
             f"({KV_MEMORY_SOURCE}); k3plan's own budget keeps its reserve"
         )
+
+
+# Dual-batch overlap / microbatching (ParallelConfig.enable_dbo, ubatch_size, dbo_decode_token_threshold 32,
+# dbo_prefill_token_threshold 512; use_ubatching = enable_dbo or ubatch_size > 1, num_ubatches 2 under DBO else
+# ubatch_size: vllm/config/parallel.py, the flags in vllm/engine/arg_utils.py, alike in the 0.26.0, 0.28.0, 0.29.0,
+# 0.30.0, 0.31.0, 0.33.0 and 0.34.0 wheels (PyPI)). What it changes on a GPU, read in the 0.33.0 wheel:
+# - the worker: init_workspace_manager(num_ubatches=2) gives every workspace reservation a slot a microbatch
+#   (vllm/v1/worker/gpu_worker.py Worker._init_workspace_and_model_runner, vllm/v1/worker/workspace.py), and the
+#   runner builds num_ubatches attention metadata builders a group (gpu_model_runner.py initialize_attn_backend);
+# - the profile run: with DP > 1 a batch at or above the threshold runs as num_ubatches microbatches on their own
+#   threads, overlapped on a second stream (coordinate_batch_across_dp -> maybe_create_ubatch_slices ->
+#   vllm/v1/worker/gpu_ubatch_wrapper.py UBatchWrapper), so the peak the worker measures is the overlapped halves';
+# - the graphs: the V1 runner wraps the model in UBatchWrapper (FULL graphs only; ubatched FULL graphs for uniform
+#   decode sizes at or above dbo_decode_token_threshold, _capture_cudagraphs) and not in BreakableCUDAGraphWrapper,
+#   and Model Runner V2 lists 'dual batch overlap' as unsupported unless VLLM_USE_V2_MODEL_RUNNER is set
+#   (vllm/config/vllm.py _get_dbo_unsupported_features, 0.29.0-0.33.0), so the V1 runner runs it.
+# Those bytes are measured by the engine, and no public log of a DBO start gives them: the switch is refused, after
+# the engine's own start checks (below). Without microbatching the thresholds do nothing (check_ubatch_thresholds
+# returns False when not use_ubatching) and are listed.
+DBO_SOURCE = "vllm 0.26.0-0.34.0 wheels (PyPI), vllm/config/parallel.py ParallelConfig.enable_dbo / use_ubatching"
+DBO_THRESHOLD_CHECK_FROM = (0, 30, 0)  # ParallelConfig's 'must be at least the number of microbatches' (not in 0.29.0)
+DBO_ROCM_AGRS_FROM = (0, 33, 0)  # ROCm's allgather_reducescatter under DBO: in 0.33.0's list, not 0.31.0's
+DBO_BACKENDS = ("deepep_low_latency", "deepep_high_throughput", "nixl_ep")
+DBO_THRESHOLDS = {"--dbo-decode-token-threshold": 32, "--dbo-prefill-token-threshold": 512}
+
+
+def read_dbo(r: Reading) -> None:
+    """--enable-dbo / --ubatch-size / the DBO thresholds (the comment above): the engine's start checks, then the
+    microbatched worker refused as not priced; the thresholds listed where nothing is microbatched."""
+    on = r.get("--enable-dbo", None)
+    dbo = on is not None and on.strip().lower() not in ("false", "0")
+    raw_ub = r.get("--ubatch-size", None)
+    ubatch = flag_int("--ubatch-size", raw_ub, lo=0) if raw_ub is not None else 0
+    thresholds = {f: r.get(f, None) for f in DBO_THRESHOLDS}
+    use = dbo or ubatch > 1
+    if not use:
+        r.ignored += [f for f, v in (("--enable-dbo", on), ("--ubatch-size", raw_ub)) if v is not None]
+        r.ignored += [f for f, v in thresholds.items() if v is not None]
+        return
+    n = 2 if dbo else ubatch
+    what = "--enable-dbo" if dbo else f"--ubatch-size {ubatch}"
+    release = r.release or (0, 33, 0)
+    if r.platform != "tpu":
+        low = min(flag_int(f, v, lo=0) if v is not None else DBO_THRESHOLDS[f] for f, v in thresholds.items())
+        if low < n and release >= DBO_THRESHOLD_CHECK_FROM:
+            raise K3PlanError(
+                f"--serve: vLLM refuses {what} with a DBO token threshold of {low}: ValueError: "
+                f"dbo_decode_token_threshold and dbo_prefill_token_threshold must be at least the number of "
+                f"microbatches ({n}) (vllm/config/parallel.py ParallelConfig, {DBO_SOURCE})"
+            )
+        a2a = r.flags.get("--all2all-backend") or "allgather_reducescatter"  # read again by launch_flags
+        a2a = "allgather_reducescatter" if a2a in ("pplx", "naive") else a2a  # ParallelConfig's fallback
+        rocm = r.device_name.lower().startswith("amd")
+        ok = DBO_BACKENDS + (("allgather_reducescatter",) if rocm and release >= DBO_ROCM_AGRS_FROM else ())
+        if r.flags.get("--moe-backend") is None and a2a not in ok:  # a MoE backend may pass its own through
+            raise K3PlanError(
+                f"--serve: vLLM refuses {what} with --all2all-backend {a2a} (AssertionError: 'Microbatching "
+                f"currently only supports the {', '.join(ok)} all2all backends'; vllm/config/vllm.py "
+                f"VllmConfig.__post_init__, {DBO_SOURCE}); pass --all2all-backend {DBO_BACKENDS[0]}"
+            )
+    raise K3PlanError(
+        f"--serve: {what}: vLLM's microbatching ({n} microbatches: a workspace slot and attention metadata builder "
+        "each, the profile run's batch overlapped as microbatches on their own threads when DP > 1, FULL graphs "
+        "through UBatchWrapper without breakable graphs, the V1 runner) holds memory the engine measures and no "
+        "public log gives (vllm 0.33.0 wheel (PyPI): v1/worker/gpu_worker.py Worker._init_workspace_and_model_runner, "
+        "v1/worker/gpu_ubatch_wrapper.py UBatchWrapper, v1/worker/gpu_model_runner.py _capture_cudagraphs); "
+        "not priced by k3plan: remove it to price vLLM without it"
+    )
+
+
+# EngineArgs' flags gone from the 0.28.0 wheel (present in 0.26.0's vllm/engine/arg_utils.py; 0.27.0 not read): from
+# 0.28.0 vLLM's parser refuses them as unrecognized arguments. In 0.26.0 the partial-prefill limits are read by the
+# scheduler config alone (SchedulerConfig.max_num_partial_prefills / max_long_partial_prefills: no other reader in the
+# wheel), listed; --calculate-kv-scales computes the fp8 KV scales in the first forward (gpu_model_runner.py,
+# mla_attention.py), not read. --no-disable-cascade-attn turns cascade attention on in 0.26.0 (ModelConfig.
+# disable_cascade_attn, default True), not read; from 0.28.0 it does nothing (k3plan.engines.serve IGNORED)
+REMOVED_FROM = (0, 28, 0)
+REMOVED_FLAGS = ("--max-num-partial-prefills", "--max-long-partial-prefills", "--calculate-kv-scales")
+# V0's CPU swap space (CacheConfig.swap_space, host memory for preempted sequences: listed where the release has it)
+# is in the 0.11.2, 0.13.0, 0.14.1, 0.16.0, 0.17.0 and 0.17.1 wheels' EngineArgs and gone from 0.18.0's (vllm/engine/
+# arg_utils.py, PyPI wheels), so from 0.18.0 vLLM's parser refuses it
+SWAP_SPACE_GONE_FROM = (0, 18, 0)
+OLD_UNREAD = {
+    "--calculate-kv-scales": "fp8 KV scales computed in the first forward (gpu_model_runner.py, mla_attention.py)",
+    "--no-disable-cascade-attn": "cascade attention on (ModelConfig.disable_cascade_attn False)",
+}
+
+
+def read_removed(r: Reading) -> None:
+    """The flags of ``REMOVED_FLAGS`` by release (the comment above): refused from 0.28.0 as vLLM's parser refuses
+    them, read in 0.26.0 (listed, or refused where what they hold was not read)."""
+    release = r.release or (0, 33, 0)
+    if "--swap-space" in r.flags and release >= SWAP_SPACE_GONE_FROM:
+        raise K3PlanError(
+            f"--serve: --swap-space: vLLM {release_text(release)} has no such flag (CacheConfig.swap_space, in the "
+            "0.17.1 wheel's EngineArgs, gone from 0.18.0's, vllm/engine/arg_utils.py): its parser refuses it as an "
+            "unrecognized argument; remove it"
+        )
+    for flag in (*REMOVED_FLAGS, "--no-disable-cascade-attn"):
+        if flag not in r.flags:
+            continue
+        if flag in REMOVED_FLAGS and release >= REMOVED_FROM:
+            raise K3PlanError(
+                f"--serve: {flag}: vLLM {release_text(release)} has no such flag (gone from the 0.28.0 wheel's "
+                "EngineArgs, vllm/engine/arg_utils.py; present in 0.26.0's): its parser refuses it as an "
+                "unrecognized argument; remove it"
+            )
+        if release < REMOVED_FROM and flag in OLD_UNREAD:
+            raise K3PlanError(
+                f"--serve: {flag} at vLLM {release_text(release)}: {OLD_UNREAD[flag]} is not priced by k3plan "
+                "(vllm 0.26.0 wheel (PyPI)); remove it to price vLLM without it"
+            )
 
 
 # vLLM's runners (vllm 0.31.0 wheel vllm/config/model.py RunnerOption, ModelConfig._get_runner_type): 'auto' resolves a
@@ -548,6 +702,9 @@ def read(r: Reading) -> None:
     # size what a GPU holds in a way k3plan does not follow, refused with what they do
     refuse_unpriced(get, VLLM_UNPRICED, "vLLM")
     read_cpu_offload(r)
+    read_dbo(r)
+    read_removed(r)
+    read_stale_env(r)
     # async scheduling (read for the batches a windowed KV group holds in flight: engines/vllm/memory.py
     # in_flight_batches): --no-async-scheduling turns it off, --async-scheduling on
     on, off = get("--async-scheduling", None), get("--no-async-scheduling", None)
