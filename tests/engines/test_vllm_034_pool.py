@@ -117,7 +117,11 @@ def test_0_34_against_0_33_the_same_command(cli):
     stack: int(0.92 x visible), its default from 0.20.0, less the same, no margin): larger by visible -
     int(0.92 x visible) - the margin, the same weights and peak, the same 64-token block."""
     old, new = _engine(cli, R1, "0.33.0"), _engine(cli, R1, "0.34.0")
-    assert old["weights_bytes"] == new["weights_bytes"] and old["activation_bytes"] == new["activation_bytes"]
+    assert old["weights_bytes"] == new["weights_bytes"]
+    # the same bytes held beside the weights; 0.34.0 counts the MoE workspace the profile run leaves allocated as
+    # resident (its measurement after warmup), not in the transient peak it keeps free (engines/vllm/moe_workspace.py)
+    assert old["activation_bytes"] + old["non_torch_bytes"] == new["activation_bytes"] + new["non_torch_bytes"]
+    assert new["activation_bytes"] < old["activation_bytes"]
     assert old["block_tokens"] == new["block_tokens"] == 64
     v = round(139.80 * GiB)  # the H200's visible bytes k3plan reads (engines/vllm/memory.py ENGINE_VISIBLE_HBM)
     margin = ext.margin_bytes(new["activation_bytes"])

@@ -716,6 +716,7 @@ def engine_sizing(
             release=release,
         )
     hbm_worker = None
+    held_workspace = 0  # the MoE workspace in the profile peak (moe_workspace.py)
     if kv_pool_method == "utilization_minus_resident":
         from k3plan.engines.registry import hbm_worker_for
 
@@ -737,10 +738,12 @@ def engine_sizing(
             vocab_size=vocab_size,
             release=release,
         )
-        if sampler and moe_workspace is not None and moe_workspace[0]:
-            # the MoE workspace the dummy forward left allocated, under the sampler's tensors (engines/vllm/
-            # moe_workspace.py): the torch peak is their sum
-            sampler, sampler_how = sampler + moe_workspace[0], f"{sampler_how}; + {moe_workspace[1]}"
+        if moe_workspace is not None and moe_workspace[0]:
+            held_workspace = moe_workspace[0]
+            if sampler:
+                # the MoE workspace the dummy forward left allocated, under the sampler's tensors (engines/vllm/
+                # moe_workspace.py): the torch peak is their sum
+                sampler, sampler_how = sampler + held_workspace, f"{sampler_how}; + {moe_workspace[1]}"
         if sampler > temp_bytes:
             act = Figure(
                 sampler,
@@ -874,9 +877,21 @@ def engine_sizing(
                 f"{WHEEL}, vllm/v1/worker/gpu_worker.py Worker.compile_or_warm_up_model): k3plan's profile-peak term, "
                 "read for the V1 runner, stands for Model Runner V2's, an estimate: " + act.source,
             )
+            if held_workspace:
+                # the MoE workspace stays allocated after the profile run: resident to the extensible cache's
+                # measurement (non_kv_used), not part of the peak over current it keeps free
+                act = Figure(
+                    max(int(act.value) - held_workspace, 0),
+                    act.source + f"; less the MoE workspace ({held_workspace:,} B), counted resident, not transient",
+                )
             non_torch = Figure(
-                non_torch.value,
-                "the CUDA graphs' memory, which the extensible cache measures after capture (non_kv_used: "
+                non_torch.value + held_workspace,
+                (
+                    f"the MoE workspace the profile run leaves allocated, {held_workspace:,} B (moe_workspace.py), + "
+                    if held_workspace
+                    else ""
+                )
+                + "the CUDA graphs' memory, which the extensible cache measures after capture (non_kv_used: "
                 f"{WHEEL}, vllm/v1/worker/extensible_kv_cache.py measure_kv_cache_bytes; no estimate before warmup: "
                 "GPUModelRunner.profile_cudagraph_memory returns 0 under it): "
                 + (

@@ -37,13 +37,13 @@ DeepSeek-R1 at TP 8 and 8,192 tokens: Triton 2 x 8,192 x 8 x 7,168 x 2 B = 1.75 
 (tests/engines/cases/vllm-kamra-r1-0528-h200-tp8-8k-v0130, -v0141, -v0160: 5.77, 7.45, 5.80 GiB held beyond the
 weights; on MI300X, Triton from 0.14: -mi300x-tp8-8k-v0130 8.24, -v0141 9.99 GiB).
 
-Not priced (0, said): other expert formats, expert parallelism, AITER, releases before 0.14.0, GPUs other than SM90
-(H100 / H200 / H20) and ROCm, and releases after 0.20.x. The 0.26.0, 0.28.0, 0.33.0 and 0.34.0 wheels keep the same
-selection (``_get_priority_backends``), TritonExperts' shapes and the workspace manager (``_allocate_buffers``), and
-Model Runner V2's profile_run (the default from 0.29.0, vllm/v1/worker/gpu/model_runner.py) runs the sampler warm-up
-after its dummy forward too; they are left out until the 0.34.0 extensible KV cache, which measures the workspace as
-resident memory rather than as the transient peak k3plan adds it to here, is wired (engines/vllm/extensible.py
-Measured), and the default release's commands are checked against a log of one.
+Not priced (0, said): other expert formats, expert parallelism, AITER, releases before 0.14.0 and GPUs other than SM90
+(H100 / H200 / H20) and ROCm. The 0.26.0, 0.28.0, 0.33.0 and 0.34.0 wheels keep the same selection
+(``_get_priority_backends``), TritonExperts' shapes and the workspace manager (``_allocate_buffers``), and Model Runner
+V2's profile_run (the default from 0.29.0, vllm/v1/worker/gpu/model_runner.py) runs the sampler warm-up after its dummy
+forward too, so the rule holds to 0.34.x (a session-47 helper read them; no logged start of an FP8-block model after
+0.20.0 checks it). Under 0.34.0's extensible KV cache the workspace is resident to the measurement after warmup, not
+part of the transient peak it keeps free (engines/vllm/memory.py engine_sizing moves it there).
 """
 
 from __future__ import annotations
@@ -55,13 +55,13 @@ MODULAR_TP_FROM: Release = (0, 14, 0)  # Fp8MoEMethod's modular kernel for TP (m
 FI_CUTLASS_SM90_FROM: Release = (0, 15, 0)  # the oracle's ordered list, FlashInfer CUTLASS before Triton
 TRITON_FIRST_SM90_FROM: Release = (0, 17, 0)  # _get_priority_backends: Triton to the front on Hopper, block FP8, TP
 UNCHUNKED_FROM: Release = (0, 18, 0)  # FusedMoEModularKernel without _chunk_info
-READ_UNTIL: Release = (0, 21, 0)  # the wheels read: 0.14.0-0.18.0 and 0.20.0
+READ_UNTIL: Release = (0, 35, 0)  # the wheels read: 0.14.0-0.18.0, 0.20.0, 0.26.0, 0.28.0, 0.33.0, 0.34.0
 CHUNK = 16 * 1024  # VLLM_FUSED_MOE_CHUNK_SIZE's default, 0.13.0-0.17.x (vllm/envs.py)
 ALIGN = 256  # WorkspaceManager.get_simultaneous rounds each part up to 256 B
 ACT_BYTES = 2  # the activations' dtype, bfloat16
 SM90 = frozenset({"nvidia-h100-sxm", "nvidia-h200", "nvidia-h20"})
 SOURCE = (
-    "vllm 0.14.0-0.18.0 / 0.20.0 wheels (PyPI): vllm/model_executor/layers/fused_moe/oracle/fp8.py "
+    "vllm 0.14.0-0.18.0 / 0.20.0 / 0.26.0 / 0.28.0 / 0.33.0 / 0.34.0 wheels (PyPI): vllm/model_executor/layers/fused_moe/oracle/fp8.py "
     "select_fp8_moe_backend / _get_priority_backends, fused_moe.py TritonExperts.workspace_shapes, "
     "flashinfer_cutlass_moe.py FlashInferExperts.workspace_shapes, modular_kernel.py "
     "FusedMoEModularKernel._allocate_buffers, vllm/v1/worker/workspace.py WorkspaceManager (kept after the dummy "
