@@ -55,7 +55,6 @@ MODULAR_TP_FROM: Release = (0, 14, 0)  # Fp8MoEMethod's modular kernel for TP (m
 FI_CUTLASS_SM90_FROM: Release = (0, 15, 0)  # the oracle's ordered list, FlashInfer CUTLASS before Triton
 TRITON_FIRST_SM90_FROM: Release = (0, 17, 0)  # _get_priority_backends: Triton to the front on Hopper, block FP8, TP
 UNCHUNKED_FROM: Release = (0, 18, 0)  # FusedMoEModularKernel without _chunk_info
-READ_UNTIL: Release = (0, 35, 0)  # the wheels read: 0.14.0-0.18.0, 0.20.0, 0.26.0, 0.28.0, 0.33.0, 0.34.0
 CHUNK = 16 * 1024  # VLLM_FUSED_MOE_CHUNK_SIZE's default, 0.13.0-0.17.x (vllm/envs.py)
 ALIGN = 256  # WorkspaceManager.get_simultaneous rounds each part up to 256 B
 ACT_BYTES = 2  # the activations' dtype, bfloat16
@@ -89,8 +88,9 @@ def profile_moe_workspace(
 ) -> tuple[int, str]:
     """(bytes, how): the MoE workspace allocated by the profile run's dummy forward and still held when the sampler
     warm-up peaks (module docstring); 0 and why where none is held or the path was not read."""
-    if release is None or not MODULAR_TP_FROM <= release < READ_UNTIL:
-        return 0, "no MoE workspace priced under the sampler (the modular kernels' workspace read for 0.14.0-0.20.x)"
+    # a release after the newest read (0.34.0) is priced by its rules, as every vLLM rule is (Engine.latest_release_read)
+    if release is None or release < MODULAR_TP_FROM:
+        return 0, "no MoE workspace priced under the sampler (the modular kernels' workspace is 0.14.0's on)"
     if expert_formats != ("fp8_block",) or expert_parallel or tp < 1 or top_k < 1 or hidden < 1 or intermediate < 1:
         return 0, "no MoE workspace priced under the sampler (read for FP8-block experts, TP without EP)"
     if vendor == "amd":
