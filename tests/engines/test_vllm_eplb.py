@@ -24,6 +24,14 @@ def _engine(cmd: str, hw: str = "nvidia-h200", devices: int = 8) -> dict:
     return json.loads(res.stdout)["engine"]
 
 
+def _engine_at(cmd: str, version: str) -> dict:
+    res = CliRunner().invoke(
+        app, ["fit", "-H", "nvidia-h200", "-t", "8", "--serve", cmd, "--engine-version", version, "--json"]
+    )
+    assert res.exit_code in (0, 1), res.output
+    return json.loads(res.stdout)["engine"]
+
+
 def _refused(cmd: str) -> str:
     res = CliRunner().invoke(app, ["fit", "-H", "nvidia-h200", "-t", "8", "--serve", cmd])
     assert res.exit_code == 2, res.output
@@ -68,9 +76,16 @@ def test_the_weights_grow_by_the_copies_and_the_state():
     # 4 more experts on each of 58 MoE layers (~9.5 GiB) and a larger transfer buffer
     assert 9.0 * GiB < w2 - w1 < 10.5 * GiB
     assert copies["kv_pool_bytes"] < on["kv_pool_bytes"] < plain["kv_pool_bytes"]
-    # the older flag spells the same copies; a larger window holds more
-    old = _engine(R1 + " --enable-eplb --num-redundant-experts 32")
-    assert old["weights_bytes"] == w2
+    # the older flag spells the same copies where the release has it (to 0.11.x); a larger window holds more
+    res = CliRunner().invoke(
+        app,
+        ["fit", "-H", "nvidia-h200", "-t", "8", "--serve", R1 + " --enable-eplb --num-redundant-experts 32"]
+        + ["--engine-version", "0.11.2", "--json"],
+    )
+    old = json.loads(res.stdout)["engine"]
+    plain_0112 = _engine_at(R1 + " --enable-eplb", "0.11.2")
+    assert 9.0 * GiB < old["weights_bytes"] - plain_0112["weights_bytes"] < 10.5 * GiB
+    assert "has no such flag" in _refused(R1 + " --enable-eplb --num-redundant-experts 32")
     wide = _engine(R1 + ' --enable-eplb --eplb-config \'{"num_redundant_experts": 32, "window_size": 4000}\'')
     assert wide["weights_bytes"] - w2 == 3000 * 58 * 288 * 4
 

@@ -568,6 +568,9 @@ REMOVED_FLAGS = ("--max-num-partial-prefills", "--max-long-partial-prefills", "-
 # is in the 0.11.2, 0.13.0, 0.14.1, 0.16.0, 0.17.0 and 0.17.1 wheels' EngineArgs and gone from 0.18.0's (vllm/engine/
 # arg_utils.py, PyPI wheels), so from 0.18.0 vLLM's parser refuses it
 SWAP_SPACE_GONE_FROM = (0, 18, 0)
+# EPLB's old flag: in the 0.11.0 / 0.11.2 wheels' EngineArgs (deprecated, "will be removed in v0.12.0"), gone from the
+# 0.13.0 wheel's (0.12.0 not read)
+REDUNDANT_FLAG_GONE_FROM = (0, 13, 0)
 OLD_UNREAD = {
     "--calculate-kv-scales": "fp8 KV scales computed in the first forward (gpu_model_runner.py, mla_attention.py)",
     "--no-disable-cascade-attn": "cascade attention on (ModelConfig.disable_cascade_attn False)",
@@ -868,6 +871,12 @@ def read(r: Reading) -> None:
     # (engines/vllm/eplb.py redundant_expert_pad, applied in app/fit.py where the model's expert count is known)
     eplb, eplb_cfg = get("--enable-eplb", None), get("--eplb-config", None)
     redundant = get("--num-redundant-experts", None)
+    if redundant is not None and (r.release or (0, 33, 0)) >= REDUNDANT_FLAG_GONE_FROM:
+        raise K3PlanError(
+            f"--serve: --num-redundant-experts: vLLM {release_text(r.release or (0, 33, 0))} has no such flag (the "
+            "0.11.2 wheel's EngineArgs: '[DEPRECATED] --num-redundant-experts will be removed in v0.12.0'; gone from "
+            "0.13.0's, vllm/engine/arg_utils.py); expected --eplb-config '{\"num_redundant_experts\": N}'"
+        )
     window = None
     if eplb_cfg is not None:
         cfg = json_object("--eplb-config", eplb_cfg)
