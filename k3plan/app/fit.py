@@ -524,8 +524,9 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
         )
     copies_rule = engine_rules(q.stack).redundant_expert_pad
     if q.eplb is not None and copies_rule is not None and model.spec.moe is not None:
-        # redundant expert copies (vLLM's EPLB, SGLang's --ep-num-redundant-experts): a rank holds (E + R) / EP experts, in the budget's weights through the
-        # same Stack.expert_pad (EPLB needs expert parallelism, so no shard padding above applies with it)
+        # redundant expert copies (vLLM's EPLB, SGLang's --ep-num-redundant-experts): a rank holds (E + R) / EP
+        # experts, in the budget's weights through the same Stack.expert_pad (vLLM's EPLB needs expert parallelism,
+        # so no shard padding above applies with it)
         copies = copies_rule(
             architecture=model.spec.architecture,
             vendor=hw.vendor,
@@ -548,7 +549,7 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
             vendor=hw.vendor,
             backend=q.attention_backend,
             speculative=q.speculative is not None,
-            context=q.context or spec.max_context,
+            context=q.context or spec.max_context or 0,  # 0: a model without a maximum, no cut
             kv_heads=spec.mla.heads if spec.mla is not None and spec.dsv4 is None else None,
             tp=q.tp,
             dp=q.dp,
