@@ -822,7 +822,7 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         eplb_state=_eplb_state(served, setup, result, vendor=hw.vendor),
         moe_workspace=_moe_workspace(served, setup, result, vendor=hw.vendor, hardware=hw.name, kind=hw.kind),
         # the routed experts' checkpoint formats: the MoE method that raises a weights' OOM (engines/vllm/memory.py)
-        expert_formats=tuple(sorted({f for role, f in setup.model.inventory.role_formats if role == "expert"})),
+        expert_formats=_expert_formats(setup),
     )
     if got is None:
         return None
@@ -850,6 +850,11 @@ def _mega_moe(served, setup: Setup, result: FitResult, *, vendor: str) -> tuple[
     )
 
 
+def _expert_formats(setup: Setup) -> tuple[str, ...]:
+    """The routed experts' checkpoint formats, sorted (the MoE method vLLM picks reads them)."""
+    return tuple(sorted({f for role, f in setup.model.inventory.role_formats if role == "expert"}))
+
+
 def _moe_workspace(
     served, setup: Setup, result: FitResult, *, vendor: str, hardware: str, kind: str
 ) -> tuple[int, str] | None:
@@ -864,7 +869,7 @@ def _moe_workspace(
         release=_release(served, setup.stack.name, kind),
         vendor=vendor,
         hardware=hardware,
-        expert_formats=tuple(sorted({f for role, f in setup.model.inventory.role_formats if role == "expert"})),
+        expert_formats=_expert_formats(setup),
         expert_parallel=served is not None and served.expert_parallel,
         tp=setup.parallel.tp,
         top_k=spec.moe.top_k,

@@ -49,6 +49,16 @@ def env_on(value: str) -> bool:
     return value.strip().lower() in ("1", "true", "yes", "on")
 
 
+def physical_expert_share(experts: int, redundant: int, ranks: int) -> tuple[int, int] | None:
+    """(per rank, fullest without): the physical experts a rank holds when an engine adds ``redundant`` copies to
+    ``experts`` over ``ranks`` expert-parallel ranks, and what the fullest rank holds without them (ceil); None where
+    the ranks do not divide the physical experts (both engines refuse that: engines/vllm/eplb.py, sglang/eplb.py)."""
+    physical = experts + redundant
+    if ranks > 1 and physical % ranks:
+        return None
+    return physical // ranks, -(-experts // ranks)
+
+
 def same_checkpoint(a: str, b: str) -> bool:
     """Two model paths / ids naming one checkpoint as the engines compare them: case, spaces and a trailing / aside."""
     return a.strip().rstrip("/").lower() == b.strip().rstrip("/").lower()

@@ -13,6 +13,7 @@ DeepseekV2MoE). srt/models/kimi_k3.py and kimi_linear.py add none: refused there
 
 from __future__ import annotations
 
+from k3plan.engines.serve_values import physical_expert_share
 from k3plan.errors import K3PlanError
 
 EPLB_SOURCE = (
@@ -50,14 +51,11 @@ def redundant_expert_pad(
         )
     size = ep or 1
     physical = experts + redundant
-    if physical % size:
+    share = physical_expert_share(experts, redundant, size)
+    if share is None:
         raise K3PlanError(
             f"--serve: SGLang asserts num_physical_experts % ep_size == 0 ({experts} + {redundant} over ep_size {size}: "
             f"sglang 0.5.22 wheel, srt/eplb/expert_location.py); expected --ep-num-redundant-experts making {physical} "
             f"a multiple of {size}"
         )
-    return (
-        physical // size,
-        -(-experts // size),
-        f"{redundant} redundant experts: {physical // size} experts a rank over ep_size {size} ({EPLB_SOURCE})",
-    )
+    return (*share, f"{redundant} redundant experts: {share[0]} experts a rank over ep_size {size} ({EPLB_SOURCE})")

@@ -22,6 +22,7 @@ Read in the 0.9.2 and 0.33.0 wheels (PyPI):
 
 from __future__ import annotations
 
+from k3plan.engines.serve_values import physical_expert_share
 from k3plan.engines.vllm.mega_moe import MEGA_MOE_BACKEND
 from k3plan.errors import K3PlanError
 
@@ -78,7 +79,8 @@ def redundant_expert_pad(
             "to price vLLM without"
         )
     physical = experts + redundant
-    if ep > 1 and physical % ep:
+    share = physical_expert_share(experts, redundant, ep)
+    if share is None:
         raise K3PlanError(
             f"--serve: vLLM refuses {experts} experts + {redundant} redundant over {ep} expert-parallel ranks: 'EPLB "
             "currently only supports even distribution of experts across ranks' (vllm 0.33.0 wheel, "
@@ -87,11 +89,7 @@ def redundant_expert_pad(
         )
     if redundant <= 0:
         return None
-    return (
-        physical // ep,
-        -(-experts // ep),
-        f"{redundant} redundant experts: {physical // ep} experts a rank over {ep} EP ranks ({EPLB_SOURCE})",
-    )
+    return (*share, f"{redundant} redundant experts: {share[0]} experts a rank over {ep} EP ranks ({EPLB_SOURCE})")
 
 
 # vLLM's EPLB state a model adds at load (inside the load's measurement, so in the weights vLLM logs): read in the
