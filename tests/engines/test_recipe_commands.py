@@ -192,16 +192,25 @@ def test_a_checkpoint_k3plan_cannot_price_is_named_before_any_flag():
         parse_serve("vllm serve nvidia/DeepSeek-R1-0528-NVFP4-v2 -tp 8 --some-new-flag", platform="gpu")
 
 
-def test_the_recipe_s_default_v4_flash_dspark_line_is_refused_for_the_module_k3plan_has_not_read():
-    # the vLLM recipe's DeepSeek-V4-Flash default variant (0731) with its default spec mode, dspark
+@pytest.mark.parametrize(
+    ("checkpoint", "bundle", "read_as"),
+    [
+        ("deepseek-ai/DeepSeek-V4-Flash-0731", "deepseek-v4-flash", "DeepSeek-V4-Flash config"),
+        ("deepseek-ai/DeepSeek-V4-Pro-0813", "deepseek-v4-pro", "DeepSeek-V4-Pro config"),
+    ],
+)
+def test_the_recipe_s_default_v4_dspark_line_is_refused_for_the_module_k3plan_has_not_read(checkpoint, bundle, read_as):
+    # the vLLM recipes' DeepSeek-V4-Flash (0731) and -Pro (0813) default variants with their default spec mode, dspark
+    # (vllm-project/recipes@8959cf6 models/deepseek-ai/DeepSeek-V4-{Flash,Pro}.yaml): the checkpoint ships the module,
+    # so the refusal names the module k3plan has not read, never "ships no DSpark stages"
     line = (
-        "vllm serve deepseek-ai/DeepSeek-V4-Flash-0731 --trust-remote-code --kv-cache-dtype fp8 --block-size 256 "
+        f"vllm serve {checkpoint} --trust-remote-code --kv-cache-dtype fp8 --block-size 256 "
         "--tensor-parallel-size 8 --speculative-config "
         '\'{"method":"dspark","num_speculative_tokens":7,"draft_sample_method":"probabilistic"}\''
     )
-    with pytest.raises(K3PlanError, match="carries a DSpark draft module"):
+    with pytest.raises(K3PlanError, match=f"carries a DSpark draft module \\(mtp.\\*\\) beside the {read_as}"):
         parse_serve(line, platform="gpu")
-    assert parse_serve(line.split(" --speculative-config")[0], platform="gpu").model == "deepseek-v4-flash"
+    assert parse_serve(line.split(" --speculative-config")[0], platform="gpu").model == bundle
 
 
 def test_sglang_s_kimi_k3_class_builds_the_language_model_alone(cli):

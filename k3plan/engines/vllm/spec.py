@@ -174,8 +174,14 @@ class DraftPricing(Frozen):
 
 # checkpoints read as a bundled config whose DSpark module is not in it: the vLLM recipes' DeepSeek-V4-Flash default
 # variant (vllm-project/recipes@8959cf6 models/deepseek-ai/DeepSeek-V4-Flash.yaml: "Official DeepSeek-V4-Flash release
-# (2026-07-31) ... with the DSpark draft module attached", its default spec_decoding mode dspark)
-DSPARK_UNREAD = frozenset({"deepseek-ai/deepseek-v4-flash-0731"})
+# (2026-07-31) ... with the DSpark draft module attached", its default spec_decoding mode dspark) and the Pro's
+# (models/deepseek-ai/DeepSeek-V4-Pro.yaml, variant default: "Official 0813 release: supersedes the preview, same
+# architecture with the fused DSpark draft module attached (config.json gains the dspark_* block)", default_modes
+# spec_decoding: dspark)
+DSPARK_UNREAD = {
+    "deepseek-ai/deepseek-v4-flash-0731": "DeepSeek-V4-Flash",
+    "deepseek-ai/deepseek-v4-pro-0813": "DeepSeek-V4-Pro",
+}
 
 
 def read_speculative(get, model_text: str, *, kv_cache_dtype: str = "auto", ds_mla: bool = False) -> SpecServe | None:
@@ -248,10 +254,11 @@ def read_speculative(get, model_text: str, *, kv_cache_dtype: str = "auto", ds_m
                 f"--serve: --speculative-config method dspark with model {model!r}: a separate DSpark checkpoint is "
                 "not priced; k3plan prices the DSpark stages a target checkpoint ships (leave model out)"
             )
-        if model_text.strip().rstrip("/").lower() in DSPARK_UNREAD:
+        read_as = DSPARK_UNREAD.get(model_text.strip().rstrip("/").lower())
+        if read_as is not None:
             raise K3PlanError(
                 f"--serve: --speculative-config method dspark on {model_text.strip()}: that checkpoint carries a DSpark "
-                "draft module (mtp.*) beside the DeepSeek-V4-Flash config k3plan reads it with (k3plan.engines.serve "
+                f"draft module (mtp.*) beside the {read_as} config k3plan reads it with (k3plan.engines.serve "
                 "HF_MODELS), and that module's config and tensors were not read, so its draft is not priced; serve it "
                 "without --speculative-config"
             )
