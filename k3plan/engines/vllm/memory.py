@@ -169,7 +169,10 @@ VLLM_GPU_WORKER = (
 
 # what GPU vLLM's start check holds that k3plan does not price (the non-torch Figure's source says why): the KV pool
 # is then an upper bound, and a STARTS says so with its margin over the check
-VLLM_UNPRICED = "vLLM's non-torch memory (cuBLAS and kernel modules, NCCL's lazily connected buffers)"
+VLLM_UNPRICED = (
+    "vLLM's non-torch memory (cuBLAS and kernel modules; NCCL's buffers connected at their first use in the profile "
+    "run: NVLS buffers on more than 2 GPUs, torch's TP-group communicator)"
+)
 
 
 def cdiv(a: int, b: int) -> int:
@@ -843,8 +846,23 @@ def engine_sizing(
             "vllm/v1/worker/gpu_worker.py Worker.determine_available_memory: requested - (weights + "
             "torch_peak_increase + non_torch_increase) - the CUDA-graph estimate): the non-torch increase counts from "
             "the worker's first snapshot, taken after init_worker_distributed_environment ('take memory snapshot after "
-            "NCCL is initialized'), so NCCL and custom all-reduce buffers are not in it (cuBLAS / DeepGEMM / driver "
-            "state are); the CUDA-graph estimate (gpu_model_runner.py profile_cudagraph_memory, subtracted unless "
+            "NCCL is initialized'), so the custom all-reduce buffers and PyNccl's communicator as its one-element "
+            "warm-up all_reduce connected it are not in it (vLLM 0.11.0-0.20.0 wheels, device_communicators/pynccl.py "
+            "PyNcclCommunicator.__init__); but NCCL connects each algorithm's buffers at that algorithm's first use "
+            "(NVIDIA/nccl v2.27.5-1, the torch 2.9 / 2.10 pin, likewise v2.28.9-1 for torch 2.11: src/init.cc "
+            "runtimeConn = cuMemSupport && NCCL_RUNTIME_CONNECT, default 1; src/group.cc ncclCollPreconnectFunc; vLLM's"
+            " NCCL_CUMEM_ENABLE=0 override went in vllm-project/vllm#24141, before 0.11.0), so the profile run's first "
+            "large all_reduce maps NVLS buffers on more than 2 GPUs (src/transport/nvls.cc ncclNvlsBufferSetup: "
+            "nvlsChannels x 2 x NVLS_CHUNKSIZE 128 KiB x NCCL_STEPS 8 x the node's ranks, NVLS_NCHANNELS_SM90 16, "
+            "_SM100_NVL 24: 0.25 GiB at TP 8 on Hopper), and torch's ProcessGroupNCCL communicator of the TP group is "
+            "created at the first collective on it (the logits' all_gather_into_tensor: base_device_communicator.py "
+            "DeviceCommunicatorBase.all_gather; parallel_state.py init_distributed_environment gives init_process_group"
+            " no device_id) with its channels' device structures and its ring's per-channel buffers (LL 512 KiB + LL128"
+            " 4.69 MiB + Simple 4 MiB, src/init.cc computeBuffSizes), each allocation in 2 MiB granules "
+            "(src/include/alloc.h ncclCuMemAlloc), over a channel count NCCL's topology search sets; these and cuBLAS /"
+            " DeepGEMM / module and driver state are in it, and no code read sizes all of them (the NVLS buffers alone,"
+            " for 1 or 2 communicators, bring no logged case within 3%: not priced); the CUDA-graph "
+            "estimate (gpu_model_runner.py profile_cudagraph_memory, subtracted unless "
             "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0) is mem_get_info over warming up and capturing the two largest "
             "sizes of each cudagraph mode (the first capture + (n - 1) x the second, at least 1 MiB a graph); the public "
             "logs that print either (vllm-project/vllm#10511, #12126, #50576) are other versions and GPUs",
