@@ -887,7 +887,7 @@ def _rocm_moe(
     """What DeepSeek-V4's MoE holds a token in vLLM's ROCm dummy forward beyond the layer's tensors
     (engines/vllm/dsv4_workspace.py rocm_moe_rows), for V4 on an AMD GPU; None elsewhere. The shard's intermediate is
     the whole expert's under expert parallelism, else the TP x DP cut as the budget pads it (Stack.expert_pad)."""
-    from k3plan.engines.vllm.dsv4_workspace import rocm_moe_rows
+    from k3plan.engines.vllm.dsv4_workspace import aiter_moe_on, rocm_moe_rows
 
     spec = setup.model.spec
     if vendor != "amd" or spec.moe is None or spec.dsv4 is None or spec.dsv4.csa2 is not None:
@@ -904,6 +904,7 @@ def _rocm_moe(
         all2all_backend=(served.stack_options.get("all2all_backend", "") if served is not None else ""),
         hardware=hardware,
         moe_backend=(served.moe_backend or "") if served is not None else "",
+        aiter_on=aiter_moe_on(served.env if served is not None else {}),
         experts=spec.moe.num_experts,
         top_k=spec.moe.top_k,
         hidden=spec.hidden_size,

@@ -15,7 +15,12 @@ weights, the activations' MXFP4 and sorted scales, a2 [M, topk, shard intermedia
 
 from __future__ import annotations
 
-from k3plan.engines.vllm.dsv4_workspace import dsv4_rocm_forward_live, rocm_forward_applies, rocm_moe_rows
+from k3plan.engines.vllm.dsv4_workspace import (
+    aiter_moe_on,
+    dsv4_rocm_forward_live,
+    rocm_forward_applies,
+    rocm_moe_rows,
+)
 from k3plan.models.loader import load_model
 
 MiB = 2**20
@@ -32,6 +37,7 @@ def _rows(**kw):
         all2all_backend="",
         hardware="amd-mi355x",
         moe_backend="aiter",
+        aiter_on=True,
         experts=384,
         top_k=6,
         hidden=7168,
@@ -107,3 +113,12 @@ def test_the_rule_covers_the_releases_traced():
     assert not rocm_forward_applies((0, 27, 0))  # not read
     assert not rocm_forward_applies((0, 29, 0))  # attention.py and amd/model.py rewritten from 0.28.0
     assert not rocm_forward_applies(None)
+
+
+def test_aiter_s_moe_needs_vllm_rocm_use_aiter():
+    assert aiter_moe_on({"VLLM_ROCM_USE_AITER": "1"})
+    assert not aiter_moe_on({})  # VLLM_ROCM_USE_AITER defaults off
+    assert not aiter_moe_on({"VLLM_ROCM_USE_AITER": "1", "VLLM_ROCM_USE_AITER_MOE": "0"})
+    off, how = _rows(aiter_on=False)
+    assert off == 384 * 4 + 48 + 8 * (7168 * 2 + 48)
+    assert "not traced" in how

@@ -615,6 +615,15 @@ AITER_MOE_SOURCE = (
 )
 AITER_MOE_HARDWARE = frozenset({"amd-mi355x"})  # AiterExperts._supports_quant_scheme: CK MXFP4 MoE on gfx950 only
 AITER_MOE_BACKENDS = frozenset({"", "auto", "aiter"})  # AITER_MXFP4_BF16 first (select_deepseek_v4_mxfp4_moe_backend)
+TRUE = ("true", "1")
+
+
+def aiter_moe_on(env: dict[str, str]) -> bool:
+    """Whether vLLM's AITER MoE is on for ``env`` (vllm 0.26.0 wheel _aiter_ops.py is_fused_moe_enabled:
+    VLLM_ROCM_USE_AITER, default off, and VLLM_ROCM_USE_AITER_MOE, default on; envs.py)."""
+    return env.get("VLLM_ROCM_USE_AITER", "False").lower() in TRUE and (
+        env.get("VLLM_ROCM_USE_AITER_MOE", "True").lower() in TRUE
+    )
 
 
 def rocm_moe_rows(
@@ -624,6 +633,7 @@ def rocm_moe_rows(
     all2all_backend: str,
     hardware: str,
     moe_backend: str,
+    aiter_on: bool,
     experts: int,
     top_k: int,
     hidden: int,
@@ -632,11 +642,12 @@ def rocm_moe_rows(
     """(bytes a local token, how): what DeepSeek-V4's MoE holds for the routed experts in vLLM's ROCm profile run
     beyond the layer's own tensors (``AITER_MOE_SOURCE``): the router's float32 logits and top-k, and, over the rows
     the naive DP dispatch gathers (DP of them a token; 1 without DP), the gathered bf16 activations and top-k, plus,
-    where AITER's MoE runs (gfx950), its fused_moe's buffers a row; other kernels' buffers are not traced."""
+    where AITER's MoE runs (gfx950, ``aiter_on``: ``aiter_moe_on``), its fused_moe's buffers a row; other kernels'
+    buffers are not traced."""
     naive = dp > 1 and (not expert_parallel or all2all_backend in ("", "allgather_reducescatter"))
     rows = dp if naive else 1
     gathered = BF16 * hidden + 8 * top_k if naive else 0
-    aiter = hardware in AITER_MOE_HARDWARE and moe_backend in AITER_MOE_BACKENDS
+    aiter = aiter_on and hardware in AITER_MOE_HARDWARE and moe_backend in AITER_MOE_BACKENDS
     fused = 0
     if aiter:
         fused = (
@@ -654,7 +665,9 @@ def rocm_moe_rows(
         f"AITER's fused_moe {fused:,} B a row (CK 2-stage, MXFP4 activations, a shard intermediate of "
         f"{shard_intermediate:,})"
         if aiter
-        else f"the experts' kernel under --moe-backend {moe_backend or 'unset'} on {hardware} not traced"
+        else f"the experts' kernel under --moe-backend {moe_backend or 'unset'} on {hardware}"
+        + ("" if aiter_on else " without AITER's MoE (VLLM_ROCM_USE_AITER / _MOE)")
+        + " not traced"
     )
     return total, (
         f"the MoE {total:,} B a token: router logits {experts} float32 and top-k {top_k}, "
