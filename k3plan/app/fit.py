@@ -821,6 +821,7 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         mega_moe=_mega_moe(served, setup, result, vendor=hw.vendor),
         eplb_state=_eplb_state(served, setup, result, vendor=hw.vendor),
         moe_workspace=_moe_workspace(served, setup, result, vendor=hw.vendor, hardware=hw.name, kind=hw.kind),
+        rocm_moe=_rocm_moe(served, setup, st.expert_pad, vendor=hw.vendor, hardware=hw.name),
         # the routed experts' checkpoint formats: the MoE method that raises a weights' OOM (engines/vllm/memory.py)
         expert_formats=_expert_formats(setup),
     )
@@ -877,6 +878,37 @@ def _moe_workspace(
         intermediate=spec.moe.expert_intermediate,
         tokens=result.workload.prefill_chunk_tokens,
         env=served.env if served is not None else {},
+    )
+
+
+def _rocm_moe(
+    served, setup: Setup, expert_pad: tuple[int, int, str] | None, *, vendor: str, hardware: str
+) -> tuple[int, str] | None:
+    """What DeepSeek-V4's MoE holds a token in vLLM's ROCm dummy forward beyond the layer's tensors
+    (engines/vllm/dsv4_workspace.py rocm_moe_rows), for V4 on an AMD GPU; None elsewhere. The shard's intermediate is
+    the whole expert's under expert parallelism, else the TP x DP cut as the budget pads it (Stack.expert_pad)."""
+    from k3plan.engines.vllm.dsv4_workspace import aiter_moe_on, rocm_moe_rows
+
+    spec = setup.model.spec
+    if vendor != "amd" or spec.moe is None or spec.dsv4 is None or spec.dsv4.csa2 is not None:
+        return None
+    ep = served is not None and served.expert_parallel
+    tp, dp = setup.parallel.tp, setup.parallel.dp
+    inter = spec.moe.expert_intermediate
+    shard = inter if ep else -(-inter // (tp * dp))
+    if not ep and expert_pad is not None:
+        shard = inter * expert_pad[0] // expert_pad[1] // (tp * dp)
+    return rocm_moe_rows(
+        dp=dp,
+        expert_parallel=ep,
+        all2all_backend=(served.stack_options.get("all2all_backend", "") if served is not None else ""),
+        hardware=hardware,
+        moe_backend=(served.moe_backend or "") if served is not None else "",
+        aiter_on=aiter_moe_on(served.env if served is not None else {}),
+        experts=spec.moe.num_experts,
+        top_k=spec.moe.top_k,
+        hidden=spec.hidden_size,
+        shard_intermediate=shard,
     )
 
 
