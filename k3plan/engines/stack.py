@@ -151,6 +151,11 @@ class Stack(Spec):
     # command); None: whole experts a rank, or shards the engine does not pad. The budget's weights apply it
     # (step/weight_budget.weight_terms) and the engine's sizing reads those weights: one figure
     expert_pad: Optional[tuple[int, int, str]] = None
+    # (copies, why): a rank holds its routed experts ``copies`` times, the engine keeping the loaded tensors beside
+    # the ones its kernels read (Engine rules read from a serve command: SGLang 0.4.8.post1-0.4.9.post4's EP MoE under
+    # aiter, engines/sglang/ep_moe_copy.py); None: once. The budget's weights hold them (step/weight_budget.
+    # weight_terms), the step reads one copy, and the engine's sizing reads those weights: one figure
+    expert_copies: Optional[tuple[int, str]] = None
     # (scale, why): a factor the engine applies to its static memory fraction after setting it, given or derived
     # (Engine.fraction_scale: SGLang 0.4.7-0.5.4 under aiter, set from a serve command); None: none. reserve_fraction
     # applies it, so the budget's reserve and the engine's pool read one fraction
@@ -695,6 +700,15 @@ class Stack(Spec):
         if pad[0] < pad[1] or pad[1] < 1:
             raise ValueError(f"expert padding {pad[0]} / {pad[1]}: expected at least 1")
         return updated(self, expert_pad=(int(pad[0]), int(pad[1]), str(pad[2])))
+
+    def with_expert_copies(self, copies: tuple[int, str] | None) -> Stack:
+        """The stack whose engine holds each rank's routed experts ``copies[0]`` times (``expert_copies``, and why);
+        None: as it is."""
+        if copies is None:
+            return self
+        if copies[0] < 1:
+            raise ValueError(f"expert copies {copies[0]}: expected at least 1")
+        return updated(self, expert_copies=(int(copies[0]), str(copies[1])))
 
     def with_fraction_scale(self, scale: tuple[float, str] | None) -> Stack:
         """The stack whose engine multiplies its static memory fraction by ``scale`` (``fraction_scale``: the factor

@@ -20,6 +20,7 @@ from k3plan.engines.serve_values import (
     read_dcp,
     refuse_unpriced,
 )
+from k3plan.engines.sglang.ep_moe_copy import AITER_ENV, ep_moe_copies
 from k3plan.engines.sglang.flags import SGLANG_A2A_DEFAULT
 from k3plan.engines.sglang.fraction_eras import RESERVE_FORM_FROM, era_chunk, era_fraction
 from k3plan.engines.sglang.kernels import BLACKWELL
@@ -487,7 +488,8 @@ def read(r: Reading) -> None:
     # says (the sglang 0.4.3.post2 and 0.4.8 wheels, server_args.py 'if self.enable_ep_moe: self.ep_size =
     # self.tp_size'); its DeepSeek recipes of that time pass it
     ep_moe = get("--enable-ep-moe", None)
-    if ep_moe is not None and ep_moe.lower() not in ("false", "0"):
+    ep_moe_on = ep_moe is not None and ep_moe.lower() not in ("false", "0")
+    if ep_moe_on:
         r.ep = r.tp
     if r.ep == 1 and r.tp > 1:
         # ServerArgs' default ep_size 1: no expert parallelism, each expert's intermediate split over the TP group
@@ -594,6 +596,7 @@ def read(r: Reading) -> None:
     prefill_conditions(r)  # after speculative decoding, --dcp-size and --enable-symm-mem are read
     shared_fusion(r)  # after DP attention and the all-to-all are read
     dense_tp(r)
+    ep_moe_copy(r, ep_moe_on)
     deepep_mode(r)
     v41_vision(r)  # after the split and the all-to-all are read
     # flags that change the pool in ways k3plan does not price: refused with what they do, never priced as without
@@ -967,6 +970,18 @@ def _fused_shared(r: Reading) -> Cite | str | None:
         f"fused shared expert split {r.tp // ep} ways (moe_tp_size), k3plan splits it {r.tp} ways; add "
         f"{SHARED_OFF_FLAG} for what k3plan prices ({SHARED_EP_SOURCE.note})"
     )
+
+
+def ep_moe_copy(r: Reading, ep_moe: bool) -> None:
+    """SGLang 0.4.8.post1-0.4.9.post4's second copy of the routed experts under --enable-ep-moe with SGLANG_USE_AITER
+    on an AMD GPU (engines/sglang/ep_moe_copy.py): ``Reading.expert_copies``, which fit applies to a block-FP8
+    checkpoint's experts; SGLANG_USE_AITER is then read, not listed as ignored."""
+    copies = ep_moe_copies(
+        release=r.release, post=r.release_post, amd=r.device_name.startswith("amd-"), env=r.env, ep_moe=ep_moe
+    )
+    if copies is not None:
+        r.expert_copies = copies
+        r.env_read.add(AITER_ENV)
 
 
 def shared_fusion(r: Reading) -> None:
