@@ -132,6 +132,7 @@ def make_setup(
     lm_head_whole_tp: Optional[Cite] = None,
     shared_expert_whole: Optional[Cite] = None,
     dense_mlp_whole: Optional[Cite] = None,
+    mlp_whole_tp: Optional[tuple[tuple[str, ...], Cite]] = None,
     decode_graph: Optional[tuple[Optional[int], Optional[int], bool]] = None,
     prefill_graph: Optional[tuple[Optional[str], tuple[str, ...]]] = None,
     engram: Optional[str] = None,
@@ -153,7 +154,9 @@ def make_setup(
     device of a stage, where it holds it so (the cite; ``Stack.with_lm_head_whole_tp``); ``decode_graph``: SGLang's decode CUDA-graph batch as a serve command sets it and
     its release's cap on the default (``Stack.with_decode_graph``); ``shared_expert_whole``: the engine holds
     the shared experts whole on every device (the cite; ``Stack.with_shared_expert_whole``); ``dense_mlp_whole``: the
-    engine holds the dense layers' MLP whole on every device (the cite; ``Stack.with_dense_mlp_whole``); ``prefill_graph``: SGLang's prefill backend as a serve
+    engine holds the dense layers' MLP whole on every device (the cite; ``Stack.with_dense_mlp_whole``); ``mlp_whole_tp``: the
+    roles (dense MLP, shared experts) the engine splits over its whole TP group under DP attention, and the cite
+    (``Stack.with_mlp_whole_tp``); ``prefill_graph``: SGLang's prefill backend as a serve
     command locks it and what else it runs that the engine's prefill-graph rule reads (``Stack.with_prefill_graph``). ``engram``: where DeepSeek-V4.1's Engram tables
     live, "hbm" or "host", and ``engram_host_copies`` how many copies a host holds in host memory, "replica" or "node"
     (``Stack.with_engram``; None: the engine's default)."""
@@ -181,6 +184,7 @@ def make_setup(
         .with_lm_head_whole_tp(lm_head_whole_tp)
         .with_shared_expert_whole(shared_expert_whole)
         .with_dense_mlp_whole(dense_mlp_whole)
+        .with_mlp_whole_tp(*(mlp_whole_tp or ((), None)))
         .with_decode_graph(*(decode_graph or (None, None, False)))
         .with_prefill_graph(*(prefill_graph or (None, ())))
         .with_engram(engram, engram_host_copies)

@@ -671,6 +671,21 @@ class Stack(Spec):
         cited = {**sh.cite, "role:lm_head": cite} if sh.cite else {}
         return updated(self, lm_head_whole_tp=True, sharding=updated(sh, role_overrides=overrides, cite=cited))
 
+    def with_mlp_whole_tp(self, roles: tuple[str, ...], cite: Cite | None) -> Stack:
+        """The stack with the MLP of ``roles`` (``dense_mlp``, ``shared_expert``) split over the whole TP group, every
+        device of a stage (the roles' override ``mlp: tp_x_dp``, cited by ``cite``, where the engine holds them so
+        under DP attention: SGLang 0.4.7-0.4.10); no roles or no cite: as it is."""
+        if cite is None or not roles:
+            return self
+        sh = self.sharding
+        overrides = dict(sh.role_overrides)
+        cited = dict(sh.cite) if sh.cite else {}
+        for role in roles:
+            overrides[role] = {**overrides.get(role, {}), "mlp": WHOLE_TP}
+            if cited:
+                cited[f"role:{role}"] = cite
+        return updated(self, sharding=updated(sh, role_overrides=overrides, cite=cited))
+
     def with_shared_expert_whole(self, cite: Cite | None) -> Stack:
         """The stack with the shared experts whole on every device (the ``shared_expert`` role's override ``mlp:
         null``, cited by ``cite``, where the engine holds them so: SGLang 0.4.6's tp_size clones fused into the routed
