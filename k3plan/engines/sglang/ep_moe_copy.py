@@ -23,6 +23,10 @@ srt/layers/quantization/fp8.py, the same body):
   0.4.9.post5   EPMoE(FusedMoE): the tuple built in forward_deepgemm only, after load   no copy
   0.4.9.post6, 0.4.10   the same                                                        no copy
 
+The shuffle came with sgl-project/sglang#7268 ("[AMD] add aiter fused moe in DeepEP path", opened 2025-06-17): it sits
+in Fp8EPMoEMethod, which DeepEPMoE and the plain EPMoE share, and EPMoE.forward_normal then reads the shuffled
+``self.w13_weight`` (the kept tuple is read by forward_deepgemm only, a CUDA path): the step reads one copy.
+
 Neither the shuffle nor the e4m3fnuz step runs on CUDA (``_is_hip`` / ``_is_fp8_fnuz`` false): no NVIDIA command
 holds the copy. Only --enable-ep-moe builds EPMoE among the flags k3plan reads (get_moe_impl_class: DeepEPMoE under
 --enable-deepep-moe, FusedMoE under --enable-flashinfer-moe, both refused by k3plan's reader); an unquantized or
