@@ -347,7 +347,7 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
     from k3plan.units import GiB
 
     hw = load_hardware(setup_options["hardware"])
-    from k3plan.engines.release import parse_release, release_text
+    from k3plan.engines.release import parse_post, parse_release, release_text
 
     release = None if engine_version is None else parse_release(engine_version)
     q = parse_serve(
@@ -356,6 +356,7 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
         device_gib=hw.usable_bytes_per_device / GiB,
         device_name=hw.name,
         release=release,
+        release_post=0 if engine_version is None else parse_post(engine_version),
     )
     if q.release is not None:
         rules = engine_rules(q.stack)
@@ -501,6 +502,10 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
     # Stack.with_dense_mlp_whole), so the budget's weights and the engine's sizing read one figure
     if q.dense_mlp_whole is not None:
         opts["dense_mlp_whole"] = q.dense_mlp_whole
+    # the dense MLP and the shared experts over the engine's whole TP group under DP attention, where the command's
+    # release holds them so (SGLang 0.4.7-0.4.10: Stack.with_mlp_whole_tp): the budget, the engine's sizing and the step
+    if q.mlp_whole_tp is not None:
+        opts["mlp_whole_tp"] = q.mlp_whole_tp
     if q.decode_graph_bs is not None or q.decode_graph_cap is not None or q.decode_graph_off:
         # SGLang's decode graphs as the command sets them: what its derived fraction reserves (Stack.with_decode_graph)
         opts["decode_graph"] = (q.decode_graph_bs, q.decode_graph_cap, q.decode_graph_off)
@@ -539,6 +544,12 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
         )
         if copies is not None:
             opts["expert_pad"] = copies
+    if q.expert_copies is not None and _routed_formats(model) == ("fp8_block",):
+        # the routed experts held more than once a rank (SGLang 0.4.8.post1-0.4.9.post4's EP MoE under aiter keeps the
+        # loaded FP8 experts beside aiter's shuffled ones: engines/sglang/ep_moe_copy.py), a block-FP8 checkpoint's
+        # only: in the budget's weights (Stack.expert_copies), held but not read by the step
+        opts["expert_copies"] = q.expert_copies
+        q = dataclasses.replace(q, caveats=(*q.caveats, q.expert_copies[1]))
     scale_rule = engine_rules(q.stack).fraction_scale
     if scale_rule is not None and hw.kind == "gpu":
         # a cut the engine applies to its static memory fraction (SGLang 0.4.7-0.5.4 under aiter): the budget's reserve
@@ -853,7 +864,12 @@ def _mega_moe(served, setup: Setup, result: FitResult, *, vendor: str) -> tuple[
 
 def _expert_formats(setup: Setup) -> tuple[str, ...]:
     """The routed experts' checkpoint formats, sorted (the MoE method vLLM picks reads them)."""
-    return tuple(sorted({f for role, f in setup.model.inventory.role_formats if role == "expert"}))
+    return _routed_formats(setup.model)
+
+
+def _routed_formats(model) -> tuple[str, ...]:
+    """A model's routed experts' checkpoint formats, sorted."""
+    return tuple(sorted({f for role, f in model.inventory.role_formats if role == "expert"}))
 
 
 def _moe_workspace(
