@@ -628,6 +628,10 @@ def _loads_vision(model, served) -> bool:
     rules = None if served is None else engine_rules(served.engine)
     if rules is None or served.language_model_only or not rules.loads_vision_tower:
         return False
+    for arch, first, modalities, _ in rules.tower_off_by_limits:  # --limit-mm-per-prompt 0 for the tower's modalities
+        late_enough = served.release is None or served.release >= first
+        if arch == model.spec.architecture and late_enough and modalities <= served.mm_zero_limits:
+            return False
     archs = rules.vision_tower_architectures
     return (archs is None or model.spec.architecture in archs) and any(True for _ in model.inventory.of_kind("vision"))
 

@@ -67,12 +67,17 @@ class Engine:
     # the words fit uses for the concurrency the engine logs at its pool, and the flag that caps running sequences
     concurrency_label: str = "its 'Maximum concurrency'"
     max_seqs_flag: str = "max_num_seqs"
-    # the engine loads a multimodal model's vision tower with it (vLLM: unless --language-model-only; SGLang: for the
+    # the engine loads a multimodal model's vision tower with it (vLLM: unless --language-model-only or the tower's
+    # modalities limited to 0, tower_off_by_limits; SGLang: for the
     # model classes that build one, engines/sglang/__init__.py); False: the language model alone, as k3plan's budget
     # prices it. ``vision_tower_architectures``: the model architectures (ModelSpec.architecture) whose tower it
     # builds; None: every multimodal model's
     loads_vision_tower: bool = False
     vision_tower_architectures: frozenset[str] | None = None
+    # a model class that skips its tower where the command's --limit-mm-per-prompt sets every modality the tower
+    # serves to 0: (architecture, the first release that does, the modalities, the source); a TPU plugin's
+    # command (no release) is read at the plugin's vLLM, later than any first release here
+    tower_off_by_limits: tuple[tuple[str, tuple[int, int, int], frozenset[str], str], ...] = ()
     # the routed-expert formulation k3plan compiles and prices for the engine (k3plan.validate.experts):
     # ``layer`` (every local expert dequantized a layer), ``tiled`` (TILE_EXPERTS at once), ``ragged``
     expert_form: str = "layer"

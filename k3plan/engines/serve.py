@@ -5,6 +5,7 @@ or refused in one line (a K3PlanError: exit 2) where k3plan cannot honour it."""
 
 from __future__ import annotations
 
+import json
 import shlex
 from dataclasses import dataclass, field
 from typing import Any
@@ -72,7 +73,7 @@ IGNORED = {
     "--trust-remote-code": 0,
     "--enable-ep-weight-filter": 0,  # each rank streams only its experts' bytes: host RAM, not HBM
     "--language-model-only": 0,  # the vision tower is not loaded (without it: engines.vllm.memory adds the tower)
-    "--limit-mm-per-prompt": 1,
+    "--limit-mm-per-prompt": 1,  # read first: the modalities it sets to 0 (ServeQuestion.mm_zero_limits)
     # how vLLM runs a vision encoder over the TP group (the deploy guidance on moonshotai/Kimi-K2.6's model page:
     # its vLLM line passes "data": the tower replicated on every GPU, as engines/vllm/memory.py counts it whole on every device; the default
     # "weights" would shard it over TP: for K2.6 at most 0.88 GiB a device, the tower's whole)
@@ -767,6 +768,22 @@ CAVEAT_ENV_VALUED = frozenset(
 CONTROL = frozenset(chr(c) for c in range(32)) - {"\t", "\n", "\r"} | {"\x7f"}
 
 
+def mm_zero_limits(raw: str) -> frozenset[str]:
+    """The modalities vLLM's --limit-mm-per-prompt sets to 0: its JSON ('{"image": 0, "video": {"count": 0}}') or the
+    older 'image=0,video=1' form (vllm/config/multimodal.py MultiModalConfig.limit_per_prompt: a count or a dict with
+    one); a value neither reads is refused (one line)."""
+    text = raw.strip()
+    try:
+        parsed = json.loads(text) if text.startswith("{") else dict(kv.split("=", 1) for kv in text.split(",") if kv)
+        counts = {str(k).strip(): int(v["count"] if isinstance(v, dict) else v) for k, v in parsed.items()}
+    except (ValueError, TypeError, KeyError, AttributeError):
+        raise K3PlanError(
+            f'--serve: --limit-mm-per-prompt {raw!r}: expected JSON such as \'{{"image": 0, "video": 0}}\' or '
+            "image=0,video=0"
+        ) from None
+    return frozenset(k for k, n in counts.items() if n == 0)
+
+
 @dataclass(frozen=True)
 class ServeQuestion:
     """What a serve command asks, in fit's terms."""
@@ -790,6 +807,9 @@ class ServeQuestion:
     eplb: tuple[int, int] | None = None  # vLLM's --enable-eplb: (redundant experts, window) (engines/vllm/eplb.py)
     attention_backend: str | None = None  # SGLang's --attention-backend as given (engines/sglang/aiter_fraction.py)
     language_model_only: bool = False  # vLLM's --language-model-only: a multimodal model's vision tower not loaded
+    # the modalities --limit-mm-per-prompt sets to 0 (Engine.tower_off_by_limits: a tower whose every modality is 0
+    # is not built)
+    mm_zero_limits: frozenset[str] = frozenset()
     moe_backend: str | None = None
     max_running_requests: int | None = None  # SGLang's --max-running-requests as given (None: its own default)
     batch_source: str = "the command's flag"
@@ -1066,6 +1086,8 @@ def parse_serve(
     lm_only = flags.get("--language-model-only", "false").lower() not in ("false", "0")
     if not lm_only:
         flags.pop("--language-model-only", None)  # --no-language-model-only: vLLM's default, the tower loads
+    mm_raw = flags.get("--limit-mm-per-prompt")
+    mm_zero = mm_zero_limits(mm_raw) if mm_raw is not None else frozenset()
     block_raw = flags.get("--block-size")
     r.block = flag_int("--block-size", block_raw) if block_raw is not None else None
     for name in list(flags):
@@ -1131,6 +1153,7 @@ def parse_serve(
         attention_backend=r.attention_backend,
         moe_backend=r.moe_backend,
         language_model_only=lm_only,
+        mm_zero_limits=mm_zero,
         max_running_requests=flag_int("--max-running-requests", r.running) if r.running is not None else None,
         batch_source=r.batch_source,
         chunk_source=r.chunk_source,

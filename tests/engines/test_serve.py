@@ -165,6 +165,42 @@ def test_without_language_model_only_vllm_loads_the_vision_tower(cli):
     assert "the vision tower" in eng["sources"]["weights"] and "the vision tower" in without["provenance"]["weights"]
 
 
+K26 = "vllm serve moonshotai/Kimi-K2.6 --tensor-parallel-size 8 --max-model-len 8192"
+
+
+@pytest.mark.parametrize(
+    ("limits", "release", "tower"),
+    [
+        ("", "0.20.0", True),
+        # a modality not given counts 999 (config/multimodal.py get_limit_per_prompt): image and video at 0 leave the
+        # tower K2.5's class builds for "vision_chunk"
+        (""" --limit-mm-per-prompt '{"image":0,"video":0}'""", "0.20.0", True),
+        (""" --limit-mm-per-prompt '{"image":0,"vision_chunk":0,"video":0}'""", "0.20.0", False),
+        (" --limit-mm-per-prompt vision_chunk=0", "0.16.0", False),
+        (""" --limit-mm-per-prompt '{"vision_chunk":{"count":0}}'""", "0.16.0", False),
+        (""" --limit-mm-per-prompt '{"vision_chunk":1}'""", "0.20.0", True),
+        # 0.15.1's KimiK25ForConditionalGeneration builds the tower whatever the limits
+        (""" --limit-mm-per-prompt '{"vision_chunk":0}'""", "0.15.1", True),
+    ],
+)
+def test_vllm_skips_kimi_k2_6_s_tower_only_where_its_modality_is_limited_to_zero(cli, limits, release, tower):
+    """vLLM from 0.16.0 builds KimiK25ForConditionalGeneration's vision tower under _mark_tower_model(...,
+    "vision_chunk"): no weights where --limit-mm-per-prompt sets vision_chunk to 0 (Engine.tower_off_by_limits)."""
+    out = json.loads(
+        cli(
+            "fit", "-H", "nvidia-h200", "-t", "8", "--serve", K26 + limits, "--engine-version", release, "--json"
+        ).stdout
+    )
+    assert ("the vision tower" in out["engine"]["sources"]["weights"]) is tower
+    assert (out["weights_by_role"].get("vision", 0) > 0) is tower
+
+
+def test_a_limit_mm_per_prompt_neither_form_reads_is_one_line(cli):
+    r = cli("fit", "-H", "nvidia-h200", "-t", "8", "--serve", K26 + " --limit-mm-per-prompt '{bad'")
+    assert r.exit_code == 2 and "--limit-mm-per-prompt '{bad': expected JSON" in r.output
+    assert "Traceback" not in r.output
+
+
 def test_the_readme_s_serve_example_says_what_fit_prints(cli):
     """The README's torchtpu-vllm --serve example: its comment's pool and tokens are what the command prints."""
     import re

@@ -23,6 +23,18 @@ ENGINE = Engine(
     # vLLM's own on the GPUs of its K3 recipe: second of the default stacks (a TPU gets torchtpu-vllm first)
     default_rank=1,
     loads_vision_tower=True,
+    tower_off_by_limits=(
+        (
+            "kimi_k25",
+            (0, 16, 0),
+            frozenset({"vision_chunk"}),
+            "vllm 0.16.0 / 0.18.0 / 0.20.0 / 0.33.0 wheels (PyPI), vllm/model_executor/models/kimi_k25.py "
+            "KimiK25ForConditionalGeneration.__init__ ('with self._mark_tower_model(vllm_config, \"vision_chunk\")') "
+            "and models/interfaces.py SupportsMultiModal._mark_tower_model (the tower built as StageMissingLayer, no "
+            "weights, where 'all(mm_config.get_limit_per_prompt(m) == 0 for m in modalities)'; a modality not given "
+            "counts 999: config/multimodal.py get_limit_per_prompt); 0.15.1 builds it unconditionally",
+        ),
+    ),
     prices_unnamed=True,
     by_release=(
         "the profile run's sampler warm-up follows it (0.8.4-0.16.x sort the top-k / top-p mask, "

@@ -640,7 +640,8 @@ def engine_sizing(
     if vision_bytes:
         weights_bytes += vision_bytes
         weights_src += (
-            f", + {vision_bytes:,} B: the vision tower, loaded without --language-model-only (counted whole on every "
+            f", + {vision_bytes:,} B: the vision tower, loaded without --language-model-only and without "
+            "--limit-mm-per-prompt 0 for every modality it serves (Engine.tower_off_by_limits; counted whole on every "
             "device: its split in the engine was not read)"
         )
     if draft is not None and draft.bytes_per_device:
