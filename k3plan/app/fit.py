@@ -880,7 +880,7 @@ def _moe_workspace(
     served, setup: Setup, result: FitResult, *, vendor: str, hardware: str, kind: str
 ) -> tuple[int, str] | None:
     """The MoE workspace vLLM's profile run leaves allocated under its sampler warm-up (engines/vllm/moe_workspace.py),
-    for a MoE model on a GPU; None elsewhere."""
+    for a MoE model on a GPU, over the command's DP ranks and expert parallelism; None elsewhere."""
     from k3plan.engines.vllm.moe_workspace import profile_moe_workspace
 
     spec = setup.model.spec
@@ -898,6 +898,9 @@ def _moe_workspace(
         intermediate=spec.moe.expert_intermediate,
         tokens=result.workload.prefill_chunk_tokens,
         env=served.env if served is not None else {},
+        dp=setup.parallel.dp,
+        all2all_backend=(served.stack_options.get("all2all_backend", "") if served is not None else ""),
+        moe_backend=(served.moe_backend or "") if served is not None else "",
     )
 
 

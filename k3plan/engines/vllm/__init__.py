@@ -38,8 +38,9 @@ ENGINE = Engine(
     prices_unnamed=True,
     by_release=(
         "the profile run's sampler warm-up follows it (0.8.4-0.16.x sort the top-k / top-p mask, "
-        "engines/vllm/sampler.py), and so does the MoE workspace FP8-block experts leave under it (0.14.0-0.20.x at "
-        "TP on SM90 and ROCm: Triton's, FlashInfer CUTLASS's on SM90 in 0.15-0.16, engines/vllm/moe_workspace.py), "
+        "engines/vllm/sampler.py), and so does the MoE workspace FP8-block experts leave under it (from 0.14.0 on "
+        "SM90 and ROCm: Triton's, FlashInfer CUTLASS's on SM90 in 0.15-0.16 and under EP from 0.17.0, over the "
+        "DP ranks' gathered tokens, chunked to 0.17.x: engines/vllm/moe_workspace.py), "
         "the default token budget of a >= 160 GiB GPU (16,384 from 0.28.0, "
         "engines/vllm/serve.py VLLM_HUGE_TIER_FROM) and the batches in flight a DeepSeek-V4 windowed group holds "
         "pages for (2 under async scheduling from 0.26.0, engines/vllm/memory.py in_flight_batches) and the "

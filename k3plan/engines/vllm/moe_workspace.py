@@ -37,11 +37,52 @@ DeepSeek-R1 at TP 8 and 8,192 tokens: Triton 2 x 8,192 x 8 x 7,168 x 2 B = 1.75 
 (tests/engines/cases/vllm-kamra-r1-0528-h200-tp8-8k-v0130, -v0141, -v0160: 5.77, 7.45, 5.80 GiB held beyond the
 weights; on MI300X, Triton from 0.14: -mi300x-tp8-8k-v0130 8.24, -v0141 9.99 GiB).
 
-Not priced (0, said): other expert formats, expert parallelism, AITER, releases before 0.14.0 and GPUs other than SM90
-(H100 / H200 / H20) and ROCm. The 0.26.0, 0.28.0, 0.33.0 and 0.34.0 wheels keep the same selection
-(``_get_priority_backends``), TritonExperts' shapes and the workspace manager (``_allocate_buffers``), and Model Runner
-V2's profile_run (the default from 0.29.0, vllm/v1/worker/gpu/model_runner.py) runs the sampler warm-up after its dummy
-forward too, so the rule holds to 0.34.x (a session-47 helper read them; no logged start of an FP8-block model after
+Data and expert parallelism (issue 47's sequel), read in the same wheels and the 0.26.0, 0.28.0, 0.33.0 and 0.34.0
+ones. --all2all-backend defaults to allgather_reducescatter in every one (vllm/config/parallel.py ParallelConfig).
+
+- M under DP: with --data-parallel-size > 1 every DP rank's tokens are all-gathered before the experts run
+  (AgRsAll2AllManager.dispatch, all_gatherv over the DP group at the sizes DPMetadata holds): from the layer's naive
+  dispatch (0.14.x-0.15.x, fused_moe/layer.py FusedMoE.forward_impl do_naive_dispatch_combine, the FP8 method not a
+  FusedMoEModularMethod) or from the modular kernel's own prepare (0.16.0 on, all2all_utils.py
+  maybe_make_prepare_finalize: MoEPrepareAndFinalizeNaiveEP / make_moe_prepare_and_finalize_naive_dp_ep, 'Detected
+  DP deployment with no --enable-expert-parallel. Falling back to AllGather+ReduceScatter dispatch/combine', and
+  FusedMoEParallelConfig.use_naive_all2all_kernels with EP), so ``_allocate_buffers`` sees M_full = the gathered
+  rows. The profile run's dummy batch is max_num_batched_tokens on every DP rank and runs eager, so the ranks'
+  counts are not padded past it (v1/worker/gpu_model_runner.py _dummy_run / dp_utils.py coordinate_batch_across_dp to
+  0.28.0; Model Runner V2, the default from 0.29.0: v1/worker/gpu/model_runner.py profile_run -> _dummy_run ->
+  dp_utils.py dispatch_cg_and_sync_dp, need_eager, sync_cudagraph_and_dp_padding keeps num_tokens_across_dp): M_full
+  = DP x max_num_batched_tokens. The DP chunking (VLLM_MOE_DP_CHUNK_SIZE 256 to 0.18.x, FusedMoE / DefaultMoERunner
+  use_dp_chunking) is for pplx / DeepEP low-latency / mori / FlashInfer all2allv and NVLink kernels only (and NVFP4's
+  FlashInfer CUTLASS to 0.15.x), never the default; 0.20.0 dropped it.
+- The chunk to 0.17.x: VLLM_FUSED_MOE_CHUNK_SIZE (16,384) caps M for the two workspaces; where M_full needs more
+  than one chunk the output is its own M_full x K part (``_allocate_buffers``: workspace13, workspace2 and fused_out
+  from one get_simultaneous). 0.15.0-0.17.x also force, in the profile run under DP + EP (``is_dp_ep``, the kernel
+  built with its moe_parallel_config: oracle/fp8.py make_fp8_moe_kernel from 0.15.0, not in 0.14.x's), the
+  worst case of a full chunk: workspace13, workspace2 and output at 16,384 rows, separately; the manager keeps the
+  larger request. From 0.18.0 no chunk: M = M_full.
+- N: without EP the experts' TP is flattened over TP x DP (config.py FusedMoEParallelConfig.make
+  flatten_tp_across_dp_and_pcp): N = 2 x intermediate / (TP x DP); with EP (use_ep, TP x DP > 1) the MoE TP is 1 and
+  N = 2 x intermediate.
+- The kernel under EP: 0.14.x ``TritonExperts`` (select_fp8_moe_backend gets the MoE TP, 1 under EP, so DeepGEMM
+  would be on where installed: a pip install has none), 0.15.0-0.16.x ``FlashInferExperts`` on SM90 as for TP, from
+  0.17.0 ``FlashInferExperts`` on SM90 (``_get_priority_backends``: FlashInfer CUTLASS to the front where
+  moe_parallel_config.ep_size > 1; FlashInferExperts._supports_parallel_config True, block FP8 on 9.0 in
+  _supports_quant_scheme); on ROCm ``TritonExperts``. DP without EP keeps TP's kernel.
+
+DeepSeek-R1 on 8 H200 at DP 8, 8,192 tokens a rank (M_full 65,536): without EP TritonExperts from 0.17.0 (N 512),
+2 x 65,536 x 8 x 7,168 x 2 B = 14.0 GiB from 0.18.0, at 0.17.x 2 x 16,384 x 8 x 7,168 x 2 B + the 65,536 x 7,168
+output = 4.38 GiB; with EP FlashInferExperts, 65,536 x 7,168 x 2 B = 0.88 GiB from 0.18.0.
+
+Not priced (0, said): other expert formats, a command that picks the kernel (--moe-backend; VLLM_USE_DEEP_GEMM or
+VLLM_MOE_USE_DEEP_GEMM set; VLLM_USE_FLASHINFER_MOE_FP8 set before 0.26.0, where the oracle stopped reading it), an
+all2all backend other than the default under DP (its buffers and chunking are another module's), EP with TP > 1 and
+DP > 1 (sequence-parallel MoE, ParallelConfig.use_sequence_parallel_moe: not read), AITER, releases before 0.14.0
+and GPUs other than SM90 (H100 / H200 / H20) and ROCm.
+
+The 0.26.0, 0.28.0, 0.33.0 and 0.34.0 wheels keep the same selection (``_get_priority_backends``), TritonExperts' and
+FlashInferExperts' shapes and the workspace manager (``_allocate_buffers``), and Model Runner V2's profile_run (the
+default from 0.29.0, vllm/v1/worker/gpu/model_runner.py) runs the sampler warm-up after its dummy forward too, so the
+rule holds to 0.34.x (a session-47 helper read them; no logged start of an FP8-block model after
 0.20.0 checks it). Under 0.34.0's extensible KV cache the workspace is resident to the measurement after warmup, not
 part of the transient peak it keeps free (engines/vllm/memory.py engine_sizing moves it there).
 """
@@ -55,6 +96,9 @@ MODULAR_TP_FROM: Release = (0, 14, 0)  # Fp8MoEMethod's modular kernel for TP (m
 FI_CUTLASS_SM90_FROM: Release = (0, 15, 0)  # the oracle's ordered list, FlashInfer CUTLASS before Triton
 TRITON_FIRST_SM90_FROM: Release = (0, 17, 0)  # _get_priority_backends: Triton to the front on Hopper, block FP8, TP
 UNCHUNKED_FROM: Release = (0, 18, 0)  # FusedMoEModularKernel without _chunk_info
+FORCED_DP_EP_FROM: Release = (0, 15, 0)  # make_fp8_moe_kernel hands the kernel its moe_parallel_config (is_dp_ep)
+ENV_FI_GONE_FROM: Release = (0, 26, 0)  # select_fp8_moe_backend no longer reads VLLM_USE_FLASHINFER_MOE_FP8
+DEFAULT_ALL2ALL = "allgather_reducescatter"  # ParallelConfig.all2all_backend's default, 0.14.0-0.34.0
 CHUNK = 16 * 1024  # VLLM_FUSED_MOE_CHUNK_SIZE's default, 0.13.0-0.17.x (vllm/envs.py)
 ALIGN = 256  # WorkspaceManager.get_simultaneous rounds each part up to 256 B
 ACT_BYTES = 2  # the activations' dtype, bfloat16
@@ -64,12 +108,26 @@ SOURCE = (
     "select_fp8_moe_backend / _get_priority_backends, fused_moe.py TritonExperts.workspace_shapes, "
     "flashinfer_cutlass_moe.py FlashInferExperts.workspace_shapes, modular_kernel.py "
     "FusedMoEModularKernel._allocate_buffers, vllm/v1/worker/workspace.py WorkspaceManager (kept after the dummy "
-    "forward, under _dummy_sampler_run)"
+    "forward, under _dummy_sampler_run); under DP: fused_moe/config.py FusedMoEParallelConfig.make "
+    "(flatten_tp_across_dp_and_pcp), all2all_utils.py maybe_make_prepare_finalize, "
+    "distributed/device_communicators/all2all.py AgRsAll2AllManager.dispatch"
 )
 
 
 def _aligned(n: int) -> int:
     return -(-n // ALIGN) * ALIGN
+
+
+def _set(env: dict[str, str], name: str) -> bool:
+    """Whether the command sets an environment variable vLLM's envs.is_set would see."""
+    return name in env
+
+
+def _shapes(kernel: str, m: int, n: int, k: int, top_k: int) -> tuple[int, int, int]:
+    """(workspace13, workspace2, output) elements at M rows (``workspace_shapes`` of each kernel)."""
+    if kernel == "FlashInferExperts":
+        return m * k, 0, m * k
+    return m * top_k * max(n // 2, k), m * top_k * max(n, k), m * k
 
 
 def profile_moe_workspace(
@@ -85,39 +143,72 @@ def profile_moe_workspace(
     intermediate: int,
     tokens: int,
     env: dict[str, str],
+    dp: int = 1,
+    all2all_backend: str = "",
+    moe_backend: str = "",
 ) -> tuple[int, str]:
     """(bytes, how): the MoE workspace allocated by the profile run's dummy forward and still held when the sampler
-    warm-up peaks (module docstring); 0 and why where none is held or the path was not read."""
+    warm-up peaks (module docstring); 0 and why where none is held or the path was not read. ``tokens`` is
+    max_num_batched_tokens (a DP rank's), ``dp`` --data-parallel-size, ``all2all_backend`` the command's
+    --all2all-backend ('' for the default), ``moe_backend`` its --moe-backend ('' or 'auto' for the oracle's pick)."""
     # a release after the newest read (0.34.0) is priced by its rules, as every vLLM rule is (Engine.latest_release_read)
     if release is None or release < MODULAR_TP_FROM:
         return 0, "no MoE workspace priced under the sampler (the modular kernels' workspace is 0.14.0's on)"
-    if expert_formats != ("fp8_block",) or expert_parallel or tp < 1 or top_k < 1 or hidden < 1 or intermediate < 1:
-        return 0, "no MoE workspace priced under the sampler (read for FP8-block experts, TP without EP)"
+    if expert_formats != ("fp8_block",) or tp < 1 or dp < 1 or top_k < 1 or hidden < 1 or intermediate < 1:
+        return 0, "no MoE workspace priced under the sampler (read for FP8-block experts)"
+    ep = expert_parallel and tp * dp > 1  # FusedMoEParallelConfig.make: use_ep needs more than one rank
+    if moe_backend not in ("", "auto"):
+        return 0, f"no MoE workspace priced under the sampler (--moe-backend {moe_backend}: not read)"
+    if _set(env, "VLLM_USE_DEEP_GEMM") or _set(env, "VLLM_MOE_USE_DEEP_GEMM"):
+        return 0, "no MoE workspace priced under the sampler (the DeepGEMM switches set: not read)"
+    if vendor == "nvidia" and release < ENV_FI_GONE_FROM and _set(env, "VLLM_USE_FLASHINFER_MOE_FP8"):
+        return 0, "no MoE workspace priced under the sampler (VLLM_USE_FLASHINFER_MOE_FP8 set: not read)"
+    a2a = all2all_backend or env.get("VLLM_ALL2ALL_BACKEND", "")
+    if dp > 1 and a2a not in ("", DEFAULT_ALL2ALL):
+        return 0, f"no MoE workspace priced under the sampler (--all2all-backend {a2a}: not read)"
+    if ep and tp > 1 and dp > 1:
+        return 0, "no MoE workspace priced under the sampler (EP with TP and DP: sequence-parallel MoE, not read)"
     if vendor == "amd":
         if env.get("VLLM_ROCM_USE_AITER", "").strip().lower() in ("1", "true"):
             return 0, "no MoE workspace priced under the sampler (ROCm AITER's MoE not read)"
         kernel = "TritonExperts"
     elif vendor == "nvidia" and hardware in SM90:
-        fi = FI_CUTLASS_SM90_FROM <= release < TRITON_FIRST_SM90_FROM
-        kernel = "FlashInferExperts" if fi else "TritonExperts"
+        if release < FI_CUTLASS_SM90_FROM:
+            kernel = "TritonExperts"
+        elif release < TRITON_FIRST_SM90_FROM:
+            kernel = "FlashInferExperts"
+        else:
+            kernel = "FlashInferExperts" if ep else "TritonExperts"
     else:
         return 0, f"no MoE workspace priced under the sampler (the FP8 MoE kernel on {hardware} not read)"
-    m = tokens if release >= UNCHUNKED_FROM else min(tokens, CHUNK)
-    n = 2 * intermediate // tp
+    m_full = tokens * dp  # every DP rank's dummy batch, all-gathered (AgRsAll2AllManager.dispatch)
+    n = 2 * intermediate if ep else 2 * intermediate // (tp * dp)
     k = hidden
-    if kernel == "FlashInferExperts":
-        ws = _aligned(m * k * ACT_BYTES)
-        shapes = f"the common buffer of workspace13 and the output, {m:,} x {k:,}"
+    chunked = release < UNCHUNKED_FROM
+    m = min(m_full, CHUNK) if chunked else m_full
+    ws13, ws2, _ = _shapes(kernel, m, n, k, top_k)
+    out = m_full * k
+    if m == m_full:  # one chunk: the output in the common buffer with workspace13
+        ws = _aligned(max(ws13, out) * ACT_BYTES) + _aligned(ws2 * ACT_BYTES)
+        layout = "workspace13 and the output in one buffer"
     else:
-        ws13, ws2 = m * top_k * max(n // 2, k), m * top_k * max(n, k)
-        common = max(ws13, m * k)
-        ws = _aligned(common * ACT_BYTES) + _aligned(ws2 * ACT_BYTES)
-        shapes = (
-            f"workspace13 {m:,} x {top_k} x {max(n // 2, k):,} (holding the {m:,} x {k:,} output) + workspace2 "
-            f"{m:,} x {top_k} x {max(n, k):,}"
-        )
+        ws = _aligned(ws13 * ACT_BYTES) + _aligned(ws2 * ACT_BYTES) + _aligned(out * ACT_BYTES)
+        layout = f"{-(-m_full // m)} chunks: the {m_full:,} x {k:,} output apart"
+    forced = ""
+    if chunked and release >= FORCED_DP_EP_FROM and ep and dp > 1:
+        f13, f2, fout = _shapes(kernel, CHUNK, n, k, top_k)
+        worst = _aligned(f13 * ACT_BYTES) + _aligned(f2 * ACT_BYTES) + _aligned(fout * ACT_BYTES)
+        if worst > ws:
+            ws, forced = (
+                worst,
+                f"; the profile run's forced worst case under DP + EP, a {CHUNK:,}-row chunk's three parts",
+            )
+    parallel = f"TP {tp}" + (f" x DP {dp}" if dp > 1 else "")
+    how_n = f"2 x {intermediate:,} (EP over {parallel})" if ep else f"2 x {intermediate:,} / {parallel}"
+    rows = f"{m_full:,} = DP {dp} x {tokens:,} all-gathered" if dp > 1 else f"{m_full:,}"
     how = (
         f"{ws / GiB:.2f} GiB of MoE workspace held under the sampler in vLLM {release_text(release)} ({kernel}: "
-        f"{shapes}, x {ACT_BYTES} B; N {n:,} = 2 x {intermediate:,} / TP {tp}; {SOURCE})"
+        f"M {rows}, workspace13 / workspace2 / output at {m:,} / {m:,} / {m_full:,} rows ({layout}){forced}, "
+        f"x {ACT_BYTES} B; N {n:,} = {how_n}, K {k:,}; {SOURCE})"
     )
     return ws, how
