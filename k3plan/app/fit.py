@@ -819,6 +819,7 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         q_lora_rank=(spec.mla.q_lora_rank or 0) if spec.mla else 0,
         tp_attention=setup.parallel.tp,
         mega_moe=_mega_moe(served, setup, result, vendor=hw.vendor),
+        all2all=_all2all(served, setup, result, vendor=hw.vendor, devices_per_host=hw.devices_per_host),
         eplb_state=_eplb_state(served, setup, result, vendor=hw.vendor),
         moe_workspace=_moe_workspace(served, setup, result, vendor=hw.vendor, hardware=hw.name, kind=hw.kind),
         # the routed experts' checkpoint formats: the MoE method that raises a weights' OOM (engines/vllm/memory.py)
@@ -847,6 +848,29 @@ def _mega_moe(served, setup: Setup, result: FitResult, *, vendor: str) -> tuple[
         hidden=spec.hidden_size,
         intermediate=spec.moe.expert_intermediate,
         max_num_batched_tokens=result.workload.prefill_chunk_tokens,
+    )
+
+
+def _all2all(served, setup: Setup, result: FitResult, *, vendor: str, devices_per_host: int) -> tuple[int, str] | None:
+    """The expert-parallel all2all backend's buffers a GPU (engines/vllm/all2all_buffers.py), for a MoE model under a
+    vLLM command; None elsewhere."""
+    from k3plan.engines.vllm.all2all_buffers import all2all_non_torch
+
+    spec = setup.model.spec
+    if served is None or spec.moe is None:
+        return None
+    return all2all_non_torch(
+        backend=served.stack_options.get("all2all_backend"),
+        release=served.release,
+        vendor=vendor,
+        expert_parallel=served.expert_parallel,
+        dp=setup.parallel.dp,
+        ep=setup.parallel.tp * setup.parallel.dp,
+        devices_per_host=devices_per_host,
+        hidden=spec.hidden_size,
+        experts=spec.moe.num_experts,
+        max_num_batched_tokens=result.workload.prefill_chunk_tokens,
+        env=served.env,
     )
 
 

@@ -108,6 +108,20 @@ VLLM_HUGE_SOURCE = (
     "vllm 0.28.0 wheel vllm/engine/arg_utils.py EngineArgs.get_batch_defaults (>= 160 GiB: 16384 / 1024; "
     "vllm-project/vllm#51726)"
 )
+# from 0.20.0 a command whose MoE runs the batched DP all2all (--all2all-backend deepep_low_latency or nixl_ep with
+# --enable-expert-parallel and DP > 1: ParallelConfig.use_batched_dp_moe) and sets no --max-num-batched-tokens gets
+# SchedulerConfig.DEFAULT_MAX_NUM_BATCHED_TOKENS_FOR_BATCHED_DP, 256, whatever the device (and max_num_seqs cut to it);
+# the 0.19.0 wheel has no such default (its low-latency buffers take VLLM_MOE_DP_CHUNK_SIZE: engines/vllm/
+# all2all_buffers.py)
+BATCHED_DP_DEFAULT_FROM = (0, 20, 0)
+BATCHED_DP_BACKENDS = ("deepep_low_latency", "nixl_ep")
+BATCHED_DP_DEFAULT_TOKENS = 256
+BATCHED_DP_SOURCE = (
+    "vllm 0.20.0 and 0.33.0 wheels (PyPI) vllm/engine/arg_utils.py EngineArgs."
+    "_set_default_max_num_seqs_and_batched_tokens_args (parallel_config.use_batched_dp_moe: "
+    "SchedulerConfig.DEFAULT_MAX_NUM_BATCHED_TOKENS_FOR_BATCHED_DP = 256, vllm/config/scheduler.py; "
+    "vllm/config/parallel.py ParallelConfig.use_batched_dp_moe: deepep_low_latency / nixl_ep, EP, DP > 1)"
+)
 # vLLM's extensible KV cache switch (CacheConfig.enable_extensible_kv_cache, 0.34.0): read where the release has it
 EXTENSIBLE_FLAG_NAME = "--enable-extensible-kv-cache"
 # vLLM's switches (argparse BooleanOptionalAction: --X and --no-X, no value) that k3plan reads
@@ -796,7 +810,18 @@ def read(r: Reading) -> None:
         if large and "a100" in r.device_name.lower()
         else VLLM_DEFAULTS_SOURCE
     )
-    if r.chunk is None:
+    batched_dp = (
+        r.platform != "tpu"
+        and (r.release is None or r.release >= BATCHED_DP_DEFAULT_FROM)
+        and r.flags.get("--all2all-backend") in BATCHED_DP_BACKENDS
+        and r.expert_parallel
+        and r.dp > 1
+    )
+    if r.chunk is None and batched_dp:  # the batched DP MoE's default (BATCHED_DP_SOURCE)
+        r.chunk = BATCHED_DP_DEFAULT_TOKENS
+        source = BATCHED_DP_SOURCE
+        r.chunk_source = f"vLLM's default max_num_batched_tokens {r.chunk}: {source}"
+    elif r.chunk is None:
         r.chunk = 16384 if huge else 8192 if large else 2048
         r.chunk_source = f"vLLM's default max_num_batched_tokens {r.chunk}: {source}"
     old_read = r.platform != "tpu" and r.release is not None and BATCH_CHECK_READ[0] <= r.release < BATCH_CHECK_READ[1]
