@@ -149,3 +149,32 @@ def test_the_low_latency_default_token_budget():
     code, big = _fit(cmd + "deepep_low_latency --max-num-batched-tokens 8192")
     assert code == 1 and big["engine"]["kv_pool_bytes"] == 0
     assert big["engine"]["non_torch_bytes"] >= _ll_by_hand(8192, 7168, 256)
+
+
+def test_the_buffer_size_variable_is_read_where_deepep_runs():
+    cmd = "vllm serve deepseek-ai/DeepSeek-R1 --data-parallel-size 8 --enable-expert-parallel --all2all-backend "
+    budget = " --max-num-batched-tokens 256 --max-num-seqs 256"
+    _, ht = _fit(cmd + "deepep_high_throughput" + budget)
+    _, half = _fit("VLLM_DEEPEP_BUFFER_SIZE_MB=512 " + cmd + "deepep_high_throughput" + budget)
+    assert ht["engine"]["non_torch_bytes"] - half["engine"]["non_torch_bytes"] == 512 * MiB
+    # NVIDIA Dynamo's GB200 decode sets 0 for low latency: no NVLink buffer, the RDMA one as sized
+    _, ll = _fit(cmd + "deepep_low_latency" + budget)
+    _, zero = _fit("VLLM_DEEPEP_BUFFER_SIZE_MB=0 " + cmd + "deepep_low_latency" + budget)
+    assert ll["engine"]["non_torch_bytes"] - zero["engine"]["non_torch_bytes"] == NVL + 8 * (4 + 8 + 8)
+    # where no DeepEP buffer is made it sizes nothing: listed
+    _, ag = _fit("VLLM_DEEPEP_BUFFER_SIZE_MB=512 " + cmd + "allgather_reducescatter")
+    assert "VLLM_DEEPEP_BUFFER_SIZE_MB=512" in ag["engine"]["serve"]["ignored"]
+    # one line, exit 2: not an int; on ROCm (its DeepEP not priced here); on SGLang's command (not its variable)
+    for bad, hw in (
+        ("VLLM_DEEPEP_BUFFER_SIZE_MB=big " + cmd + "deepep_high_throughput", "nvidia-h200"),
+        ("VLLM_DEEPEP_BUFFER_SIZE_MB=512 " + cmd + "deepep_high_throughput", "amd-mi355x"),
+        (
+            "VLLM_DEEPEP_BUFFER_SIZE_MB=512 python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-R1 "
+            "--tp 8",
+            "nvidia-h200",
+        ),
+    ):
+        res = CliRunner().invoke(app, ["fit", "-H", hw, "-t", "8", "--serve", bad])
+        assert res.exit_code == 2, res.output
+        assert "VLLM_DEEPEP_BUFFER_SIZE_MB" in res.output and "Traceback" not in res.output
+    assert "VLLM_DEEPEP_BUFFER_SIZE_MB=512" not in half["engine"]["serve"]["ignored"]

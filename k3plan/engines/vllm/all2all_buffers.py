@@ -90,6 +90,30 @@ UNREAD = {
 }
 
 
+# the variables that size them (vllm/envs.py), read on a vLLM command (engines/vllm/serve.py KNOWN_ENV / OWN_ENV)
+A2A_ENV = frozenset({"VLLM_DEEPEP_BUFFER_SIZE_MB", "VLLM_DEEPEP_HIGH_THROUGHPUT_FORCE_INTRA_NODE"})
+DEEPEP_BACKENDS = ("deepep_high_throughput", "deepep_low_latency")
+
+
+def read_a2a_env(env: Mapping[str, str], *, backend: str | None, expert_parallel: bool, dp: int, vendor: str) -> bool:
+    """Whether ``A2A_ENV``'s variables the command sets size a buffer k3plan prices (DeepEP's on NVIDIA with EP and
+    DP > 1: read, checked as vLLM's int() reads them); False where they size nothing (listed by the caller). On ROCm,
+    whose DeepEP buffers are not priced here, they are refused."""
+    given = sorted(A2A_ENV & set(env))
+    if not given:
+        return False
+    if backend not in DEEPEP_BACKENDS or not expert_parallel or dp <= 1:
+        return False  # no DeepEP buffer is made: the variables size nothing
+    if vendor != "nvidia":
+        raise K3PlanError(
+            f"--serve: {given[0]}: the DeepEP buffers' size on {vendor or 'this GPU'} is not priced by k3plan "
+            "(engines/vllm/all2all_buffers.py prices NVIDIA's); remove it to price the engine without"
+        )
+    for name in given:
+        _env_int(env, name, 0)
+    return True
+
+
 def low_latency_rdma_bytes(*, tokens: int, hidden: int, ranks: int, experts: int) -> int:
     """DeepEP's get_low_latency_rdma_size_hint (``LL_HINT_SOURCE``): two send, two receive and two signalling
     buffers for ``tokens`` a rank of ``hidden`` channels over ``experts`` global experts, rounded past 128 B."""

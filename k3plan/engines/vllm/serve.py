@@ -23,6 +23,7 @@ from k3plan.engines.serve_values import (
 from k3plan.engines.torchtpu_vllm import ENGINE as TORCHTPU
 from k3plan.engines.tpu_inference import serve as tpu_inference_serve
 from k3plan.engines.vllm import frontend
+from k3plan.engines.vllm.all2all_buffers import A2A_ENV, read_a2a_env
 from k3plan.engines.vllm.attention_config import SM100_FAMILY, fp4_indexer, read_attention
 from k3plan.engines.vllm.cudagraph import ESTIMATE_ENV, read_compilation, with_capture_sizes, with_max_capture
 from k3plan.engines.vllm.engram import ENGRAM_WHEEL_FROM, read_engram
@@ -398,10 +399,11 @@ STALE_ENV = frozenset(
 )
 STALE_FROM = (0, 26, 0)
 # the variables of KNOWN_ENV read on this family's commands only (k3plan.engines.serve refuses them on another's)
-OWN_ENV = STALE_ENV
+OWN_ENV = STALE_ENV | A2A_ENV
 KNOWN_ENV = frozenset(
     {LONG_CONTEXT_ENV, UNIFIED_POOL_ENV, ENGRAM_ENV, FLASHINFER_INT4_ENV, ESTIMATE_ENV}
     | STALE_ENV
+    | A2A_ENV
     | tpu_inference_serve.KNOWN_ENV
 )
 
@@ -932,6 +934,25 @@ def read(r: Reading) -> None:
             f"a TPU platform's; on {r.device_name or 'a GPU'} vLLM has no such key: remove it"
         )
     flashinfer_int4(r)
+    read_deepep_env(r)
+
+
+def read_deepep_env(r: Reading) -> None:
+    """The DeepEP buffers' size variables (engines/vllm/all2all_buffers.py A2A_ENV): read where the command makes
+    DeepEP's buffers on NVIDIA (priced in the start check), listed where it makes none."""
+    vendor = "tpu" if r.platform == "tpu" else "amd" if r.device_name.lower().startswith("amd") else "nvidia"
+    used = read_a2a_env(
+        r.env,
+        backend=r.options.get("all2all_backend"),  # launch_flags took the flag
+        expert_parallel=r.expert_parallel,
+        dp=r.dp,
+        vendor=vendor,
+    )
+    given = [k for k in r.env if k in A2A_ENV]
+    if used:
+        r.env_read.update(given)
+    else:
+        r.ignored += [f"{k}={r.env[k]}" for k in given]
 
 
 def check_env(env: dict[str, str], *, stack: str = "") -> None:
