@@ -79,6 +79,13 @@ def test_sizes_by_backend_node_and_release():
     assert big is not None and big[0] == NVL + OWN + _ll_by_hand(8192, 7168, 256)
     old = _buffers("deepep_low_latency", max_num_batched_tokens=8192, release=(0, 18, 0))
     assert old is not None and old[0] == ll[0]
+    # the low-latency buffer is sized for the hidden rounded up to DeepEP's kernels' (2880 -> 3072); above 8192 refused
+    odd = _buffers("deepep_low_latency", hidden=2880)
+    assert odd is not None and odd[0] == NVL + OWN + _ll_by_hand(256, 3072, 256)
+    with pytest.raises(K3PlanError, match="maximum supported hidden size 8192"):
+        _buffers("deepep_low_latency", hidden=12288)
+    with pytest.raises(K3PlanError, match="not in supported list"):
+        _buffers("deepep_low_latency", hidden=3072, release=(0, 11, 0))
     small = _buffers("deepep_high_throughput", env={"VLLM_DEEPEP_BUFFER_SIZE_MB": "256"})
     assert small is not None and small[0] == 256 * MiB + OWN
     # none without all2all kernels (no EP, or DP 1), for the collective backends, and off NVIDIA

@@ -25,7 +25,8 @@ same in each):
   DeepEP's get_low_latency_rdma_size_hint(max tokens a DP rank, hidden, EP ranks, global experts), the tokens being
   VLLM_MOE_DP_CHUNK_SIZE (default 256) to 0.19.x (fused_moe/layer.py FusedMoEConfig(max_num_tokens=...) in the
   0.18.0 and 0.19.0 wheels) and max_num_batched_tokens from 0.20.0 (whose default under this backend is 256:
-  engine/arg_utils.py use_batched_dp_moe, engines/vllm/serve.py BATCHED_DP_DEFAULT_FROM).
+  engine/arg_utils.py use_batched_dp_moe, engines/vllm/serve.py BATCHED_DP_DEFAULT_FROM), the hidden the MoE
+  layer's, rounded up to DeepEP's kernels' sizes from 0.11.2 (``LL_HIDDEN_SIZES``).
 - DeepEP's own, at the commit vLLM's installer pins (vllm-project/vllm@01ed47b4 tools/ep_kernels/
   install_python_libraries.sh DEEPEP_COMMIT_HASH 73b6ea4, NVSHMEM 3.3.24): deepseek-ai/DeepEP@73b6ea4a csrc/deep_ep.cpp
   Buffer::Buffer cudaMallocs num_nvl_bytes + NUM_MAX_NVL_PEERS x (4 + 8 + 8) B where num_nvl_bytes > 0 and a 32 MiB
@@ -74,6 +75,13 @@ NUM_BUFFER_ALIGNMENT_BYTES = 128  # DeepEP csrc/kernels/configs.cuh
 # VLLM_MOE_DP_CHUNK_SIZE, the 0.20.0 wheel's the scheduler's max_num_batched_tokens)
 LL_TOKENS_FROM: Release = (0, 20, 0)
 FORCE_INTRA_FROM: Release = (0, 13, 0)  # VLLM_DEEPEP_HIGH_THROUGHPUT_FORCE_INTRA_NODE: in 0.13.0's all2all.py
+# the hidden sizes DeepEP's low-latency kernels are built for (DeepEPLLPrepareAndFinalize.SUPPORTED_HIDDEN_SIZES): from
+# 0.11.2 vLLM rounds the MoE layer's hidden up to the next (maybe_roundup_layer_hidden_size, in the 0.11.2, 0.13.0,
+# 0.18.0, 0.20.0 and 0.33.0 wheels; ValueError above the largest), and the buffer is sized for it; the 0.11.0 wheel
+# asserts the hidden is one of its shorter list at the first dispatch (the profile run)
+LL_HIDDEN_SIZES = (2048, 2560, 3072, 4096, 5120, 6144, 7168, 8192)
+LL_HIDDEN_SIZES_0110 = (2048, 2560, 4096, 5120, 6144, 7168)
+LL_ROUNDUP_FROM: Release = (0, 11, 2)
 PPLX_GONE_FROM: Release = (0, 17, 0)  # PPLXAll2AllManager in the 0.16.0 wheel's all2all.py, not 0.17.0's
 # the backends whose buffers no k3plan code sizes: their library's (the module docstring)
 UNREAD = {
@@ -126,6 +134,26 @@ def low_latency_rdma_bytes(*, tokens: int, hidden: int, ranks: int, experts: int
     signalling = -(-experts * 4 // 128) * 128
     total = 2 * send + 2 * recv + 2 * signalling
     return (total + NUM_BUFFER_ALIGNMENT_BYTES) // NUM_BUFFER_ALIGNMENT_BYTES * NUM_BUFFER_ALIGNMENT_BYTES
+
+
+def _ll_hidden(hidden: int, release: Release | None) -> int:
+    """The hidden size DeepEP's low-latency buffer is sized for (``LL_HIDDEN_SIZES``); vLLM's refusals raise."""
+    if release is not None and release < LL_ROUNDUP_FROM:
+        if hidden not in LL_HIDDEN_SIZES_0110:
+            raise K3PlanError(
+                f"--serve: vLLM {'.'.join(map(str, release))} refuses deepep_low_latency for hidden size {hidden}: "
+                f"AssertionError 'Hidden Size {hidden} not in supported list of hidden sizes' at the profile run's "
+                "first dispatch (vllm 0.11.0 wheel, model_executor/layers/fused_moe/deepep_ll_prepare_finalize.py)"
+            )
+        return hidden
+    for size in LL_HIDDEN_SIZES:
+        if size >= hidden:
+            return size
+    raise K3PlanError(
+        f"--serve: vLLM refuses deepep_low_latency for hidden size {hidden}: ValueError 'Hidden Size {hidden} is "
+        f"greater than the maximum supported hidden size {LL_HIDDEN_SIZES[-1]}' (vllm 0.33.0 wheel, "
+        "model_executor/layers/fused_moe/prepare_finalize/deepep_ll.py maybe_roundup_layer_hidden_size)"
+    )
 
 
 def _env_int(env: Mapping[str, str], name: str, default: int) -> int:
@@ -187,6 +215,7 @@ def all2all_non_torch(
             + ")"
         )
     else:
+        hidden = _ll_hidden(hidden, release)
         old = release is not None and release < LL_TOKENS_FROM
         tokens = _env_int(env, "VLLM_MOE_DP_CHUNK_SIZE", MOE_DP_CHUNK_DEFAULT) if old else max_num_batched_tokens
         rdma = low_latency_rdma_bytes(tokens=tokens, hidden=hidden, ranks=ep, experts=experts)
