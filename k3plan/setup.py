@@ -126,11 +126,13 @@ def make_setup(
     engine_release: Optional[tuple[int, int, int]] = None,
     engine_block: Optional[int] = None,
     expert_pad: Optional[tuple[int, int, str]] = None,
+    expert_copies: Optional[tuple[int, str]] = None,
     fraction_scale: Optional[tuple[float, str]] = None,
     vision_whole: bool = False,
     lm_head_whole_tp: Optional[Cite] = None,
     shared_expert_whole: Optional[Cite] = None,
     dense_mlp_whole: Optional[Cite] = None,
+    mlp_whole_tp: Optional[tuple[tuple[str, ...], Cite]] = None,
     decode_graph: Optional[tuple[Optional[int], Optional[int], bool]] = None,
     prefill_graph: Optional[tuple[Optional[str], tuple[str, ...]]] = None,
     engram: Optional[str] = None,
@@ -145,13 +147,16 @@ def make_setup(
     windowed KV group holds pages for, as a serve command sets them (``Stack.with_in_flight``), and ``engine_release``
     the release it runs and ``engine_block`` its --block-size (``Stack.with_engine_release``); ``expert_pad``: the
     engine's padding of TP-split expert shards, as a serve command without expert parallelism runs them
-    (``Stack.with_expert_pad``); ``fraction_scale``: a factor the engine applies to its static memory fraction
+    (``Stack.with_expert_pad``); ``expert_copies``: the routed experts the engine holds more than once a rank, as
+    a serve command runs it (``Stack.with_expert_copies``); ``fraction_scale``: a factor the engine applies to its static memory fraction
     (``Stack.with_fraction_scale``); ``vision_whole``: the engine builds the vision tower whole on every device
     (``Stack.with_vision_whole``); ``lm_head_whole_tp``: the engine splits the LM head over its whole TP group, every
     device of a stage, where it holds it so (the cite; ``Stack.with_lm_head_whole_tp``); ``decode_graph``: SGLang's decode CUDA-graph batch as a serve command sets it and
     its release's cap on the default (``Stack.with_decode_graph``); ``shared_expert_whole``: the engine holds
     the shared experts whole on every device (the cite; ``Stack.with_shared_expert_whole``); ``dense_mlp_whole``: the
-    engine holds the dense layers' MLP whole on every device (the cite; ``Stack.with_dense_mlp_whole``); ``prefill_graph``: SGLang's prefill backend as a serve
+    engine holds the dense layers' MLP whole on every device (the cite; ``Stack.with_dense_mlp_whole``); ``mlp_whole_tp``: the
+    roles (dense MLP, shared experts) the engine splits over its whole TP group under DP attention, and the cite
+    (``Stack.with_mlp_whole_tp``); ``prefill_graph``: SGLang's prefill backend as a serve
     command locks it and what else it runs that the engine's prefill-graph rule reads (``Stack.with_prefill_graph``). ``engram``: where DeepSeek-V4.1's Engram tables
     live, "hbm" or "host", and ``engram_host_copies`` how many copies a host holds in host memory, "replica" or "node"
     (``Stack.with_engram``; None: the engine's default)."""
@@ -173,11 +178,13 @@ def make_setup(
         .with_in_flight(in_flight)
         .with_engine_release(engine_release, engine_block)
         .with_expert_pad(expert_pad)
+        .with_expert_copies(expert_copies)
         .with_fraction_scale(fraction_scale)
         .with_vision_whole(vision_whole)
         .with_lm_head_whole_tp(lm_head_whole_tp)
         .with_shared_expert_whole(shared_expert_whole)
         .with_dense_mlp_whole(dense_mlp_whole)
+        .with_mlp_whole_tp(*(mlp_whole_tp or ((), None)))
         .with_decode_graph(*(decode_graph or (None, None, False)))
         .with_prefill_graph(*(prefill_graph or (None, ())))
         .with_engram(engram, engram_host_copies)

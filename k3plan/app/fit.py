@@ -347,7 +347,7 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
     from k3plan.units import GiB
 
     hw = load_hardware(setup_options["hardware"])
-    from k3plan.engines.release import parse_release, release_text
+    from k3plan.engines.release import parse_post, parse_release, release_text
 
     release = None if engine_version is None else parse_release(engine_version)
     q = parse_serve(
@@ -356,6 +356,7 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
         device_gib=hw.usable_bytes_per_device / GiB,
         device_name=hw.name,
         release=release,
+        release_post=0 if engine_version is None else parse_post(engine_version),
     )
     if q.release is not None:
         rules = engine_rules(q.stack)
@@ -501,6 +502,10 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
     # Stack.with_dense_mlp_whole), so the budget's weights and the engine's sizing read one figure
     if q.dense_mlp_whole is not None:
         opts["dense_mlp_whole"] = q.dense_mlp_whole
+    # the dense MLP and the shared experts over the engine's whole TP group under DP attention, where the command's
+    # release holds them so (SGLang 0.4.7-0.4.10: Stack.with_mlp_whole_tp): the budget, the engine's sizing and the step
+    if q.mlp_whole_tp is not None:
+        opts["mlp_whole_tp"] = q.mlp_whole_tp
     if q.decode_graph_bs is not None or q.decode_graph_cap is not None or q.decode_graph_off:
         # SGLang's decode graphs as the command sets them: what its derived fraction reserves (Stack.with_decode_graph)
         opts["decode_graph"] = (q.decode_graph_bs, q.decode_graph_cap, q.decode_graph_off)
@@ -539,6 +544,12 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
         )
         if copies is not None:
             opts["expert_pad"] = copies
+    if q.expert_copies is not None and _routed_formats(model) == ("fp8_block",):
+        # the routed experts held more than once a rank (SGLang 0.4.8.post1-0.4.9.post4's EP MoE under aiter keeps the
+        # loaded FP8 experts beside aiter's shuffled ones: engines/sglang/ep_moe_copy.py), a block-FP8 checkpoint's
+        # only: in the budget's weights (Stack.expert_copies), held but not read by the step
+        opts["expert_copies"] = q.expert_copies
+        q = dataclasses.replace(q, caveats=(*q.caveats, q.expert_copies[1]))
     scale_rule = engine_rules(q.stack).fraction_scale
     if scale_rule is not None and hw.kind == "gpu":
         # a cut the engine applies to its static memory fraction (SGLang 0.4.7-0.5.4 under aiter): the budget's reserve
@@ -822,6 +833,7 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         all2all=_all2all(served, setup, result, vendor=hw.vendor, devices_per_host=hw.devices_per_host),
         eplb_state=_eplb_state(served, setup, result, vendor=hw.vendor),
         moe_workspace=_moe_workspace(served, setup, result, vendor=hw.vendor, hardware=hw.name, kind=hw.kind),
+        rocm_moe=_rocm_moe(served, setup, st.expert_pad, vendor=hw.vendor, hardware=hw.name),
         # the routed experts' checkpoint formats: the MoE method that raises a weights' OOM (engines/vllm/memory.py)
         expert_formats=_expert_formats(setup),
     )
@@ -876,7 +888,12 @@ def _all2all(served, setup: Setup, result: FitResult, *, vendor: str, devices_pe
 
 def _expert_formats(setup: Setup) -> tuple[str, ...]:
     """The routed experts' checkpoint formats, sorted (the MoE method vLLM picks reads them)."""
-    return tuple(sorted({f for role, f in setup.model.inventory.role_formats if role == "expert"}))
+    return _routed_formats(setup.model)
+
+
+def _routed_formats(model) -> tuple[str, ...]:
+    """A model's routed experts' checkpoint formats, sorted."""
+    return tuple(sorted({f for role, f in model.inventory.role_formats if role == "expert"}))
 
 
 def _moe_workspace(
@@ -901,6 +918,37 @@ def _moe_workspace(
         intermediate=spec.moe.expert_intermediate,
         tokens=result.workload.prefill_chunk_tokens,
         env=served.env if served is not None else {},
+    )
+
+
+def _rocm_moe(
+    served, setup: Setup, expert_pad: tuple[int, int, str] | None, *, vendor: str, hardware: str
+) -> tuple[int, str] | None:
+    """What DeepSeek-V4's MoE holds a token in vLLM's ROCm dummy forward beyond the layer's tensors
+    (engines/vllm/dsv4_workspace.py rocm_moe_rows), for V4 on an AMD GPU; None elsewhere. The shard's intermediate is
+    the whole expert's under expert parallelism, else the TP x DP cut as the budget pads it (Stack.expert_pad)."""
+    from k3plan.engines.vllm.dsv4_workspace import aiter_moe_on, rocm_moe_rows
+
+    spec = setup.model.spec
+    if vendor != "amd" or spec.moe is None or spec.dsv4 is None or spec.dsv4.csa2 is not None:
+        return None
+    ep = served is not None and served.expert_parallel
+    tp, dp = setup.parallel.tp, setup.parallel.dp
+    inter = spec.moe.expert_intermediate
+    shard = inter if ep else -(-inter // (tp * dp))
+    if not ep and expert_pad is not None:
+        shard = inter * expert_pad[0] // expert_pad[1] // (tp * dp)
+    return rocm_moe_rows(
+        dp=dp,
+        expert_parallel=ep,
+        all2all_backend=(served.stack_options.get("all2all_backend", "") if served is not None else ""),
+        hardware=hardware,
+        moe_backend=(served.moe_backend or "") if served is not None else "",
+        aiter_on=aiter_moe_on(served.env if served is not None else {}),
+        experts=spec.moe.num_experts,
+        top_k=spec.moe.top_k,
+        hidden=spec.hidden_size,
+        shard_intermediate=shard,
     )
 
 

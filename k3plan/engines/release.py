@@ -12,8 +12,9 @@ import re
 from k3plan.errors import K3PlanError
 
 Release = tuple[int, int, int]
-# a release number as engines tag them: 0.11.1, v0.5.15, 0.5.15.post1 (a post-release prices as its release)
-_RELEASE = re.compile(r"v?(\d+)\.(\d+)(?:\.(\d+))?(?:\.post\d+)?")
+# a release number as engines tag them: 0.11.1, v0.5.15, 0.5.15.post1 (a post-release prices as its release, save
+# for the rules that read its number: parse_post)
+_RELEASE = re.compile(r"v?(\d+)\.(\d+)(?:\.(\d+))?(?:\.post(\d+))?")
 
 
 def parse_release(text: str) -> Release:
@@ -25,6 +26,14 @@ def parse_release(text: str) -> Release:
             "release it precedes)"
         )
     return int(m[1]), int(m[2]), int(m[3] or 0)
+
+
+def parse_post(text: str) -> int:
+    """The post-release number of a release number (0.4.8.post1: 1; 0 without one), for the few rules that changed
+    within a release's post-releases (engines/sglang/ep_moe_copy.py); bad input as parse_release."""
+    parse_release(text)
+    m = _RELEASE.fullmatch(text.strip())
+    return int(m[4]) if m is not None and m[4] else 0
 
 
 def release_text(release: Release) -> str:

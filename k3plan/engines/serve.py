@@ -855,6 +855,12 @@ class ServeQuestion:
     # the dense layers' MLP whole on every device where the command runs it so (a Cite: Stack.with_dense_mlp_whole;
     # SGLang's --moe-dense-tp-size 1); None: the stack's own split
     dense_mlp_whole: Any = None
+    # (roles, Cite): the dense MLP / shared-expert roles split over the engine's whole TP group under DP attention
+    # (SGLang 0.4.7-0.4.10: engines/sglang/serve.py mlp_whole_tp; Stack.with_mlp_whole_tp); None: the stack's own split
+    mlp_whole_tp: Any = None
+    # (copies, why): the routed experts held that many times a rank where the checkpoint's are block FP8 (SGLang
+    # 0.4.8.post1-0.4.9.post4's EP MoE under aiter: engines/sglang/ep_moe_copy.py; Stack.expert_copies); None: once
+    expert_copies: Any = None
 
     @property
     def stack_ref(self) -> str:
@@ -1006,10 +1012,12 @@ def parse_serve(
     device_gib: float | None = None,
     device_name: str = "",
     release: tuple[int, int, int] | None = None,
+    release_post: int = 0,
 ) -> ServeQuestion:
     """``platform``: the hardware's kind ("tpu" or "gpu"): vllm serve on a TPU is torchtpu-vllm, on a GPU vllm.
     ``device_gib`` / ``device_name``: the device's memory and name, for the defaults the engine picks by them
-    (vLLM's max_num_seqs and max_num_batched_tokens, SGLang's chunked_prefill_size)."""
+    (vLLM's max_num_seqs and max_num_batched_tokens, SGLang's chunked_prefill_size). ``release`` / ``release_post``:
+    the release the command runs and its post-release number (k3plan.engines.release parse_release, parse_post)."""
     env, argv = _env_prefix(_split(command))
     family, model, rest = _family(argv)
     # without fit --engine-version a family's GPU command is read as the newest release k3plan read of its engine
@@ -1042,6 +1050,7 @@ def parse_serve(
         env=env,
         model=model,
         release=release,
+        release_post=release_post if not release_default else 0,
         resolve=model_of,
     )
     family.read(r)  # the family's flags, in its order, with the shared readers above
@@ -1152,6 +1161,8 @@ def parse_serve(
         lm_head_whole_tp=r.lm_head_whole_tp,
         shared_expert_whole=r.shared_expert_whole,
         dense_mlp_whole=r.dense_mlp_whole,
+        expert_copies=r.expert_copies,
+        mlp_whole_tp=r.mlp_whole_tp,
         release=release,
         release_default=release_default,
     )

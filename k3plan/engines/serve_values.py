@@ -116,6 +116,9 @@ class Reading:
     # the release the command runs (fit --engine-version, k3plan.engines.release), for the defaults that changed
     # between releases; None: the code each rule cites
     release: tuple[int, int, int] | None = None
+    # its post-release number (fit --engine-version 0.4.8.post1: 1; 0 without one), for the rules that changed within a
+    # release's post-releases (k3plan.engines.release.parse_post)
+    release_post: int = 0
     # the model id -> the bundled model it is (engines.serve.model_of, one rule; it refuses a checkpoint k3plan
     # cannot price), for a family's rules that hold for one model only
     resolve: Callable[[str], str] | None = None
@@ -150,6 +153,13 @@ class Reading:
     # SGLang's --moe-dense-tp-size 1: the dense layers' MLP whole on every GPU (a Cite: Stack.with_dense_mlp_whole;
     # engines/sglang/serve.py dense_tp); None: the stack's own split
     dense_mlp_whole: Any = None
+    # (roles, Cite): the dense MLP / shared-expert roles the engine splits over its whole TP group under DP attention
+    # (SGLang 0.4.7-0.4.10: engines/sglang/serve.py mlp_whole_tp; Stack.with_mlp_whole_tp); None: the stack's own split
+    mlp_whole_tp: Any = None
+    # (copies, why): the engine holds the routed experts ``copies`` times a rank where the checkpoint's are block FP8
+    # (SGLang 0.4.8.post1-0.4.9.post4's EP MoE under aiter: engines/sglang/ep_moe_copy.py; fit checks the format and
+    # sets Stack.expert_copies); None: once
+    expert_copies: Any = None
     kv_raw: str = "auto"
     engram: str | None = None
     engram_host_copies: str | None = None  # vLLM's dp_shared_memory: "node" (None: the engine's default)

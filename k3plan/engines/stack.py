@@ -151,6 +151,11 @@ class Stack(Spec):
     # command); None: whole experts a rank, or shards the engine does not pad. The budget's weights apply it
     # (step/weight_budget.weight_terms) and the engine's sizing reads those weights: one figure
     expert_pad: Optional[tuple[int, int, str]] = None
+    # (copies, why): a rank holds its routed experts ``copies`` times, the engine keeping the loaded tensors beside
+    # the ones its kernels read (Engine rules read from a serve command: SGLang 0.4.8.post1-0.4.9.post4's EP MoE under
+    # aiter, engines/sglang/ep_moe_copy.py); None: once. The budget's weights hold them (step/weight_budget.
+    # weight_terms), the step reads one copy, and the engine's sizing reads those weights: one figure
+    expert_copies: Optional[tuple[int, str]] = None
     # (scale, why): a factor the engine applies to its static memory fraction after setting it, given or derived
     # (Engine.fraction_scale: SGLang 0.4.7-0.5.4 under aiter, set from a serve command); None: none. reserve_fraction
     # applies it, so the budget's reserve and the engine's pool read one fraction
@@ -666,6 +671,21 @@ class Stack(Spec):
         cited = {**sh.cite, "role:lm_head": cite} if sh.cite else {}
         return updated(self, lm_head_whole_tp=True, sharding=updated(sh, role_overrides=overrides, cite=cited))
 
+    def with_mlp_whole_tp(self, roles: tuple[str, ...], cite: Cite | None) -> Stack:
+        """The stack with the MLP of ``roles`` (``dense_mlp``, ``shared_expert``) split over the whole TP group, every
+        device of a stage (the roles' override ``mlp: tp_x_dp``, cited by ``cite``, where the engine holds them so
+        under DP attention: SGLang 0.4.7-0.4.10); no roles or no cite: as it is."""
+        if cite is None or not roles:
+            return self
+        sh = self.sharding
+        overrides = dict(sh.role_overrides)
+        cited = dict(sh.cite) if sh.cite else {}
+        for role in roles:
+            overrides[role] = {**overrides.get(role, {}), "mlp": WHOLE_TP}
+            if cited:
+                cited[f"role:{role}"] = cite
+        return updated(self, sharding=updated(sh, role_overrides=overrides, cite=cited))
+
     def with_shared_expert_whole(self, cite: Cite | None) -> Stack:
         """The stack with the shared experts whole on every device (the ``shared_expert`` role's override ``mlp:
         null``, cited by ``cite``, where the engine holds them so: SGLang 0.4.6's tp_size clones fused into the routed
@@ -695,6 +715,15 @@ class Stack(Spec):
         if pad[0] < pad[1] or pad[1] < 1:
             raise ValueError(f"expert padding {pad[0]} / {pad[1]}: expected at least 1")
         return updated(self, expert_pad=(int(pad[0]), int(pad[1]), str(pad[2])))
+
+    def with_expert_copies(self, copies: tuple[int, str] | None) -> Stack:
+        """The stack whose engine holds each rank's routed experts ``copies[0]`` times (``expert_copies``, and why);
+        None: as it is."""
+        if copies is None:
+            return self
+        if copies[0] < 1:
+            raise ValueError(f"expert copies {copies[0]}: expected at least 1")
+        return updated(self, expert_copies=(int(copies[0]), str(copies[1])))
 
     def with_fraction_scale(self, scale: tuple[float, str] | None) -> Stack:
         """The stack whose engine multiplies its static memory fraction by ``scale`` (``fraction_scale``: the factor

@@ -90,6 +90,8 @@ def weight_terms(classes: Iterable[WeightClass], *, stack: Stack, multi) -> Weig
     total = per_device = replicated = 0
     # the engine's TP-split expert shards padded by the model's rule (Stack.expert_pad): num / den of the even share
     pad_num, pad_den = (stack.expert_pad[0], stack.expert_pad[1]) if stack.expert_pad is not None else (1, 1)
+    # the routed experts held more than once a rank (Stack.expert_copies): held, the kernels reading one copy
+    held_copies = stack.expert_copies[0] if stack.expert_copies is not None else 1
     by_role: dict[HeldRole, Any] = {}
     copies: Any = None  # the absorbed-MLA copies a device, where the engine holds any
     streamed = {k: 0.0 for k in ("dense_bytes", "expert_bytes", "dense_params", "expert_params")}
@@ -100,6 +102,8 @@ def weight_terms(classes: Iterable[WeightClass], *, stack: Stack, multi) -> Weig
         if t.role == "expert" and pad_den != pad_num:  # each shard padded: held, and streamed by the expert kernels
             num, den = num * pad_num, den * pad_den
         dev = count * device_bytes(nbytes, den, num)
+        if t.role == "expert" and held_copies != 1:
+            dev = dev * held_copies
         total += count * nbytes
         per_device = per_device + dev
         replicated = replicated + where((shards == 1) & multi, dev, 0)

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from k3plan.engines.release import parse_release
+from k3plan.engines.release import parse_post, parse_release
 from k3plan.engines.sglang.dsv4_pool import form_for_release, sglang_dsv4_pool
 from k3plan.engines.vllm.sampler import LIVE_BYTES_PER_ENTRY, sampler_profile_peak, sort_live_bytes_per_entry
 from k3plan.errors import K3PlanError
@@ -27,10 +27,19 @@ def test_a_release_number_reads_as_the_engines_tag_it(text, release):
     assert parse_release(text) == release
 
 
+@pytest.mark.parametrize(
+    ("text", "post"), [("0.4.8", 0), ("0.4.8.post1", 1), ("v0.4.9.post4", 4), ("0.5.15.post12", 12), ("1.2", 0)]
+)
+def test_a_post_release_keeps_its_number_for_the_rules_that_read_it(text, post):
+    assert parse_post(text) == post
+
+
 @pytest.mark.parametrize("text", ["", "latest", "0.11.1rc2", "0.11.x", "11"])
 def test_anything_else_is_refused_by_name(text):
     with pytest.raises(K3PlanError, match="expected a release number"):
         parse_release(text)
+    with pytest.raises(K3PlanError, match="expected a release number"):
+        parse_post(text)
 
 
 def test_the_sort_releases_hold_the_sorted_logits_and_torch_s_buffers():

@@ -127,7 +127,9 @@ BY_RELEASE_RULES: tuple[tuple[tuple[str, ...], str], ...] = (
         ("deepseek-v3", "deepseek-r1"),
         "DeepSeek-V3's shared expert is held whole on every GPU in 0.4.6, fused into the routed MoE as tp_size clones on "
         "NVIDIA without DP attention (SHARED_CLONES_FROM), TP-split from 0.4.7 (SHARED_ONE_FROM), and from 0.5.6 one "
-        "fused copy on every EP rank of an AMD GPU under expert parallelism (engines/sglang/serve.py SHARED_EP_FROM)",
+        "fused copy on every EP rank of an AMD GPU under expert parallelism (engines/sglang/serve.py SHARED_EP_FROM); "
+        "the FP8 routed experts are held twice under --enable-ep-moe with SGLANG_USE_AITER on an AMD GPU in "
+        "0.4.8.post1-0.4.9.post4 (engines/sglang/ep_moe_copy.py)",
     ),
     (
         ("kimi-k2.6",),
@@ -156,9 +158,8 @@ BY_RELEASE_RULES: tuple[tuple[tuple[str, ...], str], ...] = (
 # what changed in the releases read that k3plan does not price yet, each with the release it changed in
 NOT_PRICED = (
     "0.4.x-0.5.11: the weights' layouts of those releases (as read in the 0.4.6.post2 wheel, models/deepseek_v2.py: "
-    "the embedding whole on every GPU under DP attention; in the 0.4.9.post2 wheel, layers/moe/ep_moe/layer.py "
-    "Fp8EPMoEMethod.process_weights_after_loading's ROCm copies of the FP8 experts): priced as the newest release "
-    "holds them. DeepSeek-V3's shared expert cloned tp_size times is priced for 0.4.6 on NVIDIA (SHARED_CLONES_FROM); "
+    "the embedding whole on every GPU under DP attention): priced as the newest release holds them, but for the EP "
+    "MoE's second copy of the FP8 experts under aiter in 0.4.8.post1-0.4.9.post4 (engines/sglang/ep_moe_copy.py). DeepSeek-V3's shared expert cloned tp_size times is priced for 0.4.6 on NVIDIA (SHARED_CLONES_FROM); "
     "not on an AMD GPU, where 0.4.6-0.4.6.post3 clone it (gfx94x / gfx95x report capability >= (9, 0)) and "
     "0.4.6.post4-0.4.6.post5 do not (_is_cuda), nor under --n-share-experts-fusion in 0.4.5",
     "0.5.3-0.5.11: the reserve derivation's GPU classes below 35 GiB (chunked_prefill_size 2048, cuda_graph_max_bs "

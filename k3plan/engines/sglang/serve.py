@@ -20,6 +20,7 @@ from k3plan.engines.serve_values import (
     read_dcp,
     refuse_unpriced,
 )
+from k3plan.engines.sglang.ep_moe_copy import AITER_ENV, ep_moe_copies
 from k3plan.engines.sglang.flags import SGLANG_A2A_DEFAULT
 from k3plan.engines.sglang.fraction_eras import RESERVE_FORM_FROM, era_chunk, era_fraction
 from k3plan.engines.sglang.kernels import BLACKWELL
@@ -487,7 +488,8 @@ def read(r: Reading) -> None:
     # says (the sglang 0.4.3.post2 and 0.4.8 wheels, server_args.py 'if self.enable_ep_moe: self.ep_size =
     # self.tp_size'); its DeepSeek recipes of that time pass it
     ep_moe = get("--enable-ep-moe", None)
-    if ep_moe is not None and ep_moe.lower() not in ("false", "0"):
+    ep_moe_on = ep_moe is not None and ep_moe.lower() not in ("false", "0")
+    if ep_moe_on:
         r.ep = r.tp
     if r.ep == 1 and r.tp > 1:
         # ServerArgs' default ep_size 1: no expert parallelism, each expert's intermediate split over the TP group
@@ -594,6 +596,8 @@ def read(r: Reading) -> None:
     prefill_conditions(r)  # after speculative decoding, --dcp-size and --enable-symm-mem are read
     shared_fusion(r)  # after DP attention and the all-to-all are read
     dense_tp(r)
+    ep_moe_copy(r, ep_moe_on)
+    mlp_whole_tp(r)  # after --moe-dense-tp-size and the shared experts' fusion are read
     deepep_mode(r)
     v41_vision(r)  # after the split and the all-to-all are read
     # flags that change the pool in ways k3plan does not price: refused with what they do, never priced as without
@@ -969,6 +973,18 @@ def _fused_shared(r: Reading) -> Cite | str | None:
     )
 
 
+def ep_moe_copy(r: Reading, ep_moe: bool) -> None:
+    """SGLang 0.4.8.post1-0.4.9.post4's second copy of the routed experts under --enable-ep-moe with SGLANG_USE_AITER
+    on an AMD GPU (engines/sglang/ep_moe_copy.py): ``Reading.expert_copies``, which fit applies to a block-FP8
+    checkpoint's experts; SGLANG_USE_AITER is then read, not listed as ignored."""
+    copies = ep_moe_copies(
+        release=r.release, post=r.release_post, amd=r.device_name.startswith("amd-"), env=r.env, ep_moe=ep_moe
+    )
+    if copies is not None:
+        r.expert_copies = copies
+        r.env_read.add(AITER_ENV)
+
+
 def shared_fusion(r: Reading) -> None:
     """DeepSeek-V3's shared expert as SGLang fuses it into the routed MoE (``_fused_shared``). 0.4.6
     (engines/sglang/releases.py SHARED_CLONES_FROM): cloned tp_size times on an NVIDIA GPU (SM 90 and up: every one
@@ -1049,6 +1065,51 @@ def dense_tp(r: Reading) -> None:
             "for DeepseekV2DecoderLayer's models: DeepSeek-V3 / R1 and Kimi-K2.x); remove it to price the TP split"
         )
     r.dense_mlp_whole = DENSE_WHOLE
+
+
+# Under DP attention SGLang's tp_size is every GPU of a stage (attention TP x dp_size), and a DeepseekV2DecoderLayer
+# model builds its dense layers' MLP and its MoE's shared experts over that whole TP group: DeepseekV2MLP with tp_rank
+# / tp_size None, which the parallel linears read as get_tensor_model_parallel_world_size() -- the dense MLP unless
+# enable_moe_dense_fully_dp() (--moe-dense-tp-size 1: dense_tp above), the shared experts unless DeepEP runs (tp_size 1)
+# or they are fused into the routed MoE (on CUDA without EP from 0.4.7: then FusedMoE splits them over the same
+# group, the same bytes a GPU). k3plan's dp-attention stack holds both on the attention-TP group (mlp: tp; the shared
+# experts whole): priced here over the whole group (Stack.with_mlp_whole_tp) for the 0.4.7-0.4.10 releases read; the
+# 0.5.23 wheel builds them alike (parallel_group "tp" unless is_dense_ffn_fully_dp() or an all-to-all backend), but
+# the releases between were not read, so from 0.5.0 on the stack's own split stays
+MLP_WHOLE_TP_FROM: Release = (0, 4, 7)
+MLP_WHOLE_TP_UNTIL: Release = (0, 5, 0)  # the first release not read for it
+MLP_WHOLE_TP_SOURCE = Source(
+    repo=SGLANG,
+    file="python/sglang/srt/models/deepseek_v2.py",
+    symbol="DeepseekV2DecoderLayer.__init__ (a dense layer's DeepseekV2MLP(tp_rank=mlp_tp_rank, tp_size=mlp_tp_size), "
+    "None, None unless enable_moe_dense_fully_dp()) and DeepseekV2MoE.__init__ (shared_experts = DeepseekV2MLP(..., "
+    "**(dict(tp_rank=0, tp_size=1) if global_server_args_dict['enable_deepep_moe'] else {}))); layers/linear.py "
+    "MergedColumnParallelLinear / RowParallelLinear (tp_size None: get_tensor_model_parallel_world_size(), the whole TP "
+    "group)",
+    note="read in the sglang 0.4.7, 0.4.8, 0.4.8.post1, 0.4.9, 0.4.9.post2, 0.4.9.post4 and 0.4.10 wheels (PyPI); the "
+    "0.5.23 wheel builds them alike (DeepseekV2MLP parallel_group 'tp'), 0.5.0-0.5.22 not read for it",
+)
+MLP_WHOLE_TP = Cite(
+    holds="under DP attention SGLang 0.4.7-0.4.10 split a DeepSeek-V3-class model's dense-layer MLP and its shared "
+    "experts over the whole TP group, tp_size = attention TP x dp_size (every GPU of a stage), without "
+    "--moe-dense-tp-size 1 (the dense MLP) or DeepEP (the shared experts)",
+    sources=(MLP_WHOLE_TP_SOURCE,),
+)
+
+
+def mlp_whole_tp(r: Reading) -> None:
+    """The dense MLP and the shared experts over SGLang's whole TP group under DP attention (``MLP_WHOLE_TP``):
+    ``Reading.mlp_whole_tp``, the roles it moves, for DeepseekV2DecoderLayer's models in 0.4.7-0.4.10."""
+    release = r.release if r.release is not None else NEWEST_RELEASE
+    if not r.dp_attention or r.dp <= 1 or not MLP_WHOLE_TP_FROM <= release < MLP_WHOLE_TP_UNTIL:
+        return
+    if not _bundled(r).startswith(DENSE_TP_MODELS):
+        return
+    roles: tuple[str, ...] = () if r.dense_mlp_whole is not None else ("dense_mlp",)
+    if r.options.get("moe_a2a_backend", SGLANG_A2A_DEFAULT) == "none" and r.shared_expert_whole is None:
+        roles += ("shared_expert",)
+    if roles:
+        r.mlp_whole_tp = (roles, MLP_WHOLE_TP)
 
 
 # --deepep-mode (auto / normal / low_latency): which DeepEP kernels run and so which buffers DeepEPBuffer.get_deepep_buffer

@@ -544,3 +544,180 @@ def dsv41_rocm_profile_workspace(
         f"({ROCM_V41_SOURCE})"
     )
     return workspace, LOGITS_BYTES, how
+
+
+# DeepSeek-V4's eager dummy forward on vLLM's ROCm model (models/deepseek_v4/amd/: no support_torch_compile, so a
+# tensor lives while a Python name holds it), traced in the 0.26.0 wheel (PyPI; amd/model.py, amd/mtp.py,
+# attention.py and rocm_aiter_mla_sparse.py's inverse RoPE + wo_a path are the same in the 0.25.0 wheel; from 0.28.0
+# attention.py and amd/model.py are rewritten, not traced, so the rule stops before it; 0.27.0 not read). A layer takes
+# the unfused mHC path on ROCm (DeepseekV4DecoderLayer.use_fused_mhc is False where AITER's mHC serves a hidden size
+# that is a multiple of 256: model_executor/layers/mhc.py), and its largest moments are:
+# - the output projection (DeepseekV4ROCMAiterMLAAttention._o_proj -> rocm_inv_rope_einsum): the layer's input
+#   streams [T, hc_mult, hidden] and its normed input [T, hidden], DeepseekV4Attention.forward's o_padded [T, heads,
+#   head_dim] (ROCm pads no heads: get_padded_num_q_heads) and its locals (qr_kv, the compressor's float32 kv_score,
+#   the indexer's float32 kv_score and weights, the normed qr and kv), the inverse-RoPE copy o_ref (the same shape,
+#   _fused_inverse_rope_gptj), then the larger of the einsum's [T, groups, o_lora_rank] output with its flatten copy
+#   and wo_b's [T, hidden] output, and, at a layer's first call (every layer's, in the profile run), the bf16 wo_a's
+#   dequantization in _get_cached_wo_a_bf16: the float32 weight, its expanded block scale and their product,
+#   [groups, o_lora_rank, heads x head_dim / groups] each;
+# - the MoE (DeepseekV4MoE -> MoERunner -> FusedMoEKernel): the caller's input streams and the post-attention
+#   residual streams, the normed input, the router's float32 logits [T, experts] (GateLinear out_dtype), the shared
+#   expert's output and the kernel's output [T, hidden] (FusedMoEKernel.apply torch.empty_like), and what the routed
+#   experts compute on (``rocm_moe_rows``);
+# - in the MTP drafter's dummy run (v1/spec_decode/llm_base_proposer.py dummy_run, after the target's forward, whose
+#   [T, hidden] output _dummy_run holds): the embedding, fused_mtp_input_rmsnorm's enorm [T, hidden] and hnorm
+#   [T, hc_mult, hidden] outputs beside the drafter layer's own moments (amd/mtp.py).
+ROCM_FORWARD_FROM: tuple[int, int, int] = (0, 25, 0)
+ROCM_FORWARD_UNTIL: tuple[int, int, int] = (0, 27, 0)
+ROCM_FORWARD_SOURCE = (
+    "vllm 0.26.0 wheel (PyPI), the profile run's eager dummy forward on ROCm (v1/worker/gpu_model_runner.py "
+    "_dummy_run, no attention metadata): models/deepseek_v4/amd/model.py DeepseekV4DecoderLayer._forward_unfused_post_pre "
+    "(use_fused_mhc off under AITER's mHC, model_executor/layers/mhc.py) and DeepseekV4MoE, models/deepseek_v4/attention.py "
+    "DeepseekV4Attention.forward (o_padded, qr_kv, kv_score, the normed qr and kv live to its return) and attention_impl, "
+    "amd/rocm.py DeepseekV4ROCMAiterMLAAttention (get_padded_num_q_heads: no padding; _o_proj), v1/attention/ops/"
+    "rocm_aiter_mla_sparse.py rocm_inv_rope_einsum, _fused_inverse_rope_gptj and _get_cached_wo_a_bf16 (float32 weight x "
+    "_expand_2d_block_scales, then bf16), model_executor/layers/fused_moe/runner/moe_runner.py MoERunner._forward_impl "
+    "(the gate's float32 logits; shared experts before the routed ones) and modular_kernel.py FusedMoEKernel.apply, "
+    "amd/mtp.py DeepSeekV4MultiTokenPredictor(Layer).forward and common/ops/fused_mtp_input_rmsnorm.py; the same "
+    "attention, MTP and inverse-RoPE code in the 0.25.0 wheel"
+)
+
+
+def rocm_forward_applies(release: tuple[int, int, int] | None) -> bool:
+    """Whether ``dsv4_rocm_forward_live`` traces ``release`` (``ROCM_FORWARD_FROM`` to ``ROCM_FORWARD_UNTIL``; no
+    release named: the newest read, outside it)."""
+    return release is not None and ROCM_FORWARD_FROM <= release < ROCM_FORWARD_UNTIL
+
+
+# What the routed experts compute on in the profile run under data parallelism (vLLM 0.26.0 wheel, PyPI): with
+# data_parallel_size > 1 the MXFP4 method's modular kernel takes the naive prepare/finalize, without expert parallelism
+# ('Detected DP deployment with no --enable-expert-parallel. Falling back to AllGather+ReduceScatter', fused_moe/
+# all2all_utils.py maybe_make_prepare_finalize) and with it under the default --all2all-backend allgather_reducescatter
+# (config/parallel.py; use_ag_rs_all2all_kernels): prepare_finalize/naive_dp_ep.py MoEPrepareAndFinalizeNaiveDPEPModular
+# all-gathers the unquantized activations (AiterExperts.expects_unquantized_inputs) and the top-k weights and ids over
+# the DP group (distributed/device_communicators/all2all.py AgRsAll2AllManager.dispatch, cuda_communicator.py
+# all_gatherv: a new [sum of the ranks' tokens, ...] tensor each), and every rank runs the profile's dummy batch at
+# max_num_batched_tokens (num_tokens_across_dp), so the experts compute on DP x the batch's rows. On gfx950 with
+# AITER's MoE (AiterExperts, AITER_MXFP4_BF16: --moe-backend aiter or V4's ROCm default) the kernel is ROCm/aiter's
+# fused_moe as vLLM 0.26.0 pins it (v0.1.13.post1, experts/rocm_aiter_moe.py): no tuned DeepSeek-V4 shape in its CSVs,
+# so at the profile's rows (token x topk > experts: get_ksplit 0) the CK 2-stage path with MXFP4 activations (SiLU:
+# q_dtype_a fp4x2), which holds at once moe_sorting's moe_buf [M, hidden] bf16 and its sorted ids and weights
+# (M x topk int32 + float32), the activations' MXFP4 [M, hidden / 2] and sorted e8m0 scales (topk x hidden / 32 a row,
+# fused_dynamic_mxfp4_quant_moe_sort), stage 1's output a2 [M, topk, shard intermediate] bf16 and its MXFP4 copy with
+# scales (fused_moe_2stages).
+AITER_MOE_SOURCE = (
+    "vllm 0.26.0 wheel (PyPI): model_executor/layers/fused_moe/all2all_utils.py maybe_make_prepare_finalize, "
+    "prepare_finalize/naive_dp_ep.py MoEPrepareAndFinalizeNaiveDPEPModular.prepare, distributed/device_communicators/"
+    "all2all.py AgRsAll2AllManager.dispatch, cuda_communicator.py all_gatherv, config/parallel.py all2all_backend "
+    "(allgather_reducescatter), experts/rocm_aiter_moe.py AiterExperts (expects_unquantized_inputs; AITER pinned "
+    "v0.1.13.post1); ROCm/aiter v0.1.13.post1 aiter/fused_moe.py fused_moe_, _moe_sorting_impl, get_ksplit, "
+    "get_2stage_cfgs, fused_moe_2stages, aiter/ops/quant.py fused_dynamic_mxfp4_quant_moe_sort"
+)
+AITER_MOE_HARDWARE = frozenset({"amd-mi355x"})  # AiterExperts._supports_quant_scheme: CK MXFP4 MoE on gfx950 only
+AITER_MOE_BACKENDS = frozenset({"", "auto", "aiter"})  # AITER_MXFP4_BF16 first (select_deepseek_v4_mxfp4_moe_backend)
+TRUE = ("true", "1")
+
+
+def aiter_moe_on(env: dict[str, str]) -> bool:
+    """Whether vLLM's AITER MoE is on for ``env`` (vllm 0.26.0 wheel _aiter_ops.py is_fused_moe_enabled:
+    VLLM_ROCM_USE_AITER, default off, and VLLM_ROCM_USE_AITER_MOE, default on; envs.py)."""
+    return env.get("VLLM_ROCM_USE_AITER", "False").lower() in TRUE and (
+        env.get("VLLM_ROCM_USE_AITER_MOE", "True").lower() in TRUE
+    )
+
+
+def rocm_moe_rows(
+    *,
+    dp: int,
+    expert_parallel: bool,
+    all2all_backend: str,
+    hardware: str,
+    moe_backend: str,
+    aiter_on: bool,
+    experts: int,
+    top_k: int,
+    hidden: int,
+    shard_intermediate: int,
+) -> tuple[int, str]:
+    """(bytes a local token, how): what DeepSeek-V4's MoE holds for the routed experts in vLLM's ROCm profile run
+    beyond the layer's own tensors (``AITER_MOE_SOURCE``): the router's float32 logits and top-k, and, over the rows
+    the naive DP dispatch gathers (DP of them a token; 1 without DP), the gathered bf16 activations and top-k, plus,
+    where AITER's MoE runs (gfx950, ``aiter_on``: ``aiter_moe_on``), its fused_moe's buffers a row; other kernels'
+    buffers are not traced."""
+    naive = dp > 1 and (not expert_parallel or all2all_backend in ("", "allgather_reducescatter"))
+    rows = dp if naive else 1
+    gathered = BF16 * hidden + 8 * top_k if naive else 0
+    aiter = aiter_on and hardware in AITER_MOE_HARDWARE and moe_backend in AITER_MOE_BACKENDS
+    fused = 0
+    if aiter:
+        fused = (
+            BF16 * hidden  # moe_buf
+            + 8 * top_k  # sorted ids and weights
+            + hidden // 2
+            + top_k * hidden // 32  # the activations' MXFP4 and sorted scales
+            + BF16 * top_k * shard_intermediate  # stage 1's output a2
+            + top_k * shard_intermediate // 2
+            + top_k * shard_intermediate // 32  # a2's MXFP4 and scales
+        )
+    local = F32 * experts + 8 * top_k
+    total = local + rows * (gathered + fused)
+    kernel = (
+        f"AITER's fused_moe {fused:,} B a row (CK 2-stage, MXFP4 activations, a shard intermediate of "
+        f"{shard_intermediate:,})"
+        if aiter
+        else f"the experts' kernel under --moe-backend {moe_backend or 'unset'} on {hardware}"
+        + ("" if aiter_on else " without AITER's MoE (VLLM_ROCM_USE_AITER / _MOE)")
+        + " not traced"
+    )
+    return total, (
+        f"the MoE {total:,} B a token: router logits {experts} float32 and top-k {top_k}, "
+        + (f"{rows} rows gathered over DP a token ({gathered:,} B: bf16 activations and top-k), " if naive else "")
+        + f"{kernel} ({AITER_MOE_SOURCE})"
+    )
+
+
+def dsv4_rocm_forward_live(
+    d: DSV4Dims,
+    *,
+    tokens: int,
+    hidden_size: int,
+    local_heads: int,
+    q_lora_rank: int,
+    tp: int,
+    mtp: bool,
+    moe_bytes: int = 0,
+) -> tuple[int, str]:
+    """(bytes, how): the largest live set of vLLM's eager DeepSeek-V4 dummy forward on ROCm at ``tokens``
+    (``ROCM_FORWARD_SOURCE``): a layer's output projection (with the first call's wo_a dequantization) or its MoE
+    (``moe_bytes`` a token: ``rocm_moe_rows``), and in the MTP drafter's dummy run the same beside its inputs."""
+    assert d.csa2 is None
+    t, h, hd = tokens, hidden_size, d.head_dim
+    stream = BF16 * d.hc_mult * h  # a token's mHC streams
+    row = BF16 * h
+    mix = F32 * (d.hc_mult + d.hc_mult * d.hc_mult)  # hc_pre's post and comb mixes
+    o = BF16 * local_heads * hd  # o_padded, q, o_ref: no padded heads on ROCm
+    groups = max(d.o_groups // max(tp, 1), 1)
+    einsum = BF16 * groups * d.o_lora_rank
+    scores = 0
+    for ratio in set(d.compress_ratios):
+        s = 0
+        if ratio:
+            coff = 2 if ratio == CSA_RATIO else 1
+            s = F32 * 2 * coff * hd  # the compressor's kv_score
+            if ratio == CSA_RATIO:  # the indexer's compressor kv_score and weights_proj
+                s += F32 * 2 * 2 * d.index_head_dim + BF16 * d.index_n_heads
+        scores = max(scores, s)
+    attn_locals = 2 * BF16 * (q_lora_rank + hd) + scores  # qr_kv, the normed qr and kv, the scores
+    dequant = 3 * F32 * local_heads * hd * d.o_lora_rank  # float32 weight, expanded scale, product
+    attention = t * (stream + row + mix + 2 * o + attn_locals) + max(t * (2 * einsum + row), dequant)
+    moe = t * (2 * stream + 3 * row + mix + moe_bytes)
+    drafter = t * (3 * row + stream) if mtp else 0  # the target's output, the embedding, enorm, hnorm
+    live = max(attention, moe) + drafter
+    return live, (
+        f"vLLM's dummy forward on ROCm at {t:,} tokens holds {live / GiB:.2f} GiB at its largest ("
+        f"{'the output projection' if attention >= moe else 'the MoE'}"
+        + (", in the MTP drafter's layer beside its inputs" if mtp else "")
+        + f": {local_heads} heads x {hd} bf16 o_padded and o_ref, the mHC streams of {d.hc_mult}, the first call's "
+        f"wo_a dequantization {dequant / GiB:.2f} GiB; the MoE {t * moe_bytes / GiB:.2f} GiB beyond the layer's "
+        f"tensors; {ROCM_FORWARD_SOURCE})"
+    )

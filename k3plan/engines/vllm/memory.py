@@ -44,6 +44,7 @@ from k3plan.engines.vllm.dsv4_workspace import (
     dsv4_forward_live,
     dsv4_model_buffers,
     dsv4_profile_workspace,
+    dsv4_rocm_forward_live,
     dsv4_rocm_model_buffers,
     dsv4_rocm_profile_workspace,
     dsv4_rocm_wo_a_bf16,
@@ -51,6 +52,7 @@ from k3plan.engines.vllm.dsv4_workspace import (
     dsv41_model_buffers,
     dsv41_profile_workspace,
     dsv41_rocm_profile_workspace,
+    rocm_forward_applies,
 )
 from k3plan.engines.vllm.extensible import BLOCK_SOURCE as EXT_BLOCK_SOURCE
 from k3plan.engines.vllm.extensible import (
@@ -600,6 +602,7 @@ def engine_sizing(
     expert_formats: tuple[str, ...] = (),
     eplb_state: tuple[int, str] | None = None,
     moe_workspace: tuple[int, str] | None = None,
+    rocm_moe: tuple[int, str] | None = None,
     all2all: tuple[int, str] | None = None,
 ) -> EngineSizing | None:
     """The sizing of the stack's engine from a fit's numbers; None where the stack's pool is not vLLM's
@@ -622,6 +625,8 @@ def engine_sizing(
     measurement and so in the weights; None: EPLB off.
     ``moe_workspace``: the MoE workspace the profile run's dummy forward leaves allocated under the sampler warm-up and
     its source (engines/vllm/moe_workspace.py profile_moe_workspace); None or 0: none priced.
+    ``rocm_moe``: what DeepSeek-V4's MoE holds a token in vLLM's ROCm dummy forward beyond the layer's tensors and its
+    source (engines/vllm/dsv4_workspace.py rocm_moe_rows); None: a model or GPU it does not serve.
     ``all2all``: the expert-parallel all2all backend's buffers a GPU, made at load outside torch's allocator, and their
     source (engines/vllm/all2all_buffers.py all2all_non_torch), added to the non-torch increase; None: none."""
     if kv_pool_method not in ("utilization_minus_profile", "utilization_minus_resident"):
@@ -802,7 +807,7 @@ def engine_sizing(
                     dsv4, max_model_len=max_model_len, fp4_indexer=fp4_indexer, release=release
                 )
             forward, forward_how = temp_bytes, act.source
-            # V4's dummy forward as vLLM 0.26 runs it on CUDA (FlashMLA's padded heads; ROCm's forward was not traced)
+            # V4's dummy forward as vLLM 0.26 runs it on CUDA (FlashMLA's padded heads)
             if dsv4.csa2 is None and hidden_size and attention_heads and not rocm_v4:
                 forward, forward_how = dsv4_forward_live(
                     dsv4,
@@ -812,6 +817,19 @@ def engine_sizing(
                     q_lora_rank=q_lora_rank,
                     mtp=draft is not None and bool(draft.dsv4_mtp_ratios),
                 )
+            # and on ROCm, for the releases its eager forward was traced in (engines/vllm/dsv4_workspace.py)
+            if rocm_v4 and hidden_size and attention_heads and rocm_moe is not None and rocm_forward_applies(release):
+                forward, forward_how = dsv4_rocm_forward_live(
+                    dsv4,
+                    tokens=max_num_batched_tokens,
+                    hidden_size=hidden_size,
+                    local_heads=attention_heads,
+                    q_lora_rank=q_lora_rank,
+                    tp=tp_attention or 1,
+                    mtp=draft is not None and bool(draft.dsv4_mtp_ratios),
+                    moe_bytes=rocm_moe[0],
+                )
+                forward_how += f"; {rocm_moe[1]}"
             peak = max(forward, sampler)
             peak_label = f"max(the forward's and sampler's peak {peak:,} B, the logits)"
             peak_how = f"{peak_label}: " + (sampler_how if sampler > forward else forward_how)

@@ -1,0 +1,140 @@
+"""Compile tpu-inference's own MoE layer (GMM_EP: the SparseCore ragged_gather_v2 / ragged_gather_reduce_v2 kernels
+and gmm_v2 on fp4 experts) deviceless for a TPU topology and print XLA's memory analysis a device, as JSON. Run by
+hand (a point takes ~0.5-2 min on a 2-core machine); not a test. Needs libtpu (pip install -e ".[tpu]") and the
+engine's source at the commit read, e.g.
+
+    git --git-dir=<mirror of vllm-project/tpu-inference> archive e0e04e95 tpu_inference | tar x -C /tmp/ti
+    python3 benchmarks/tpu_inference_moe_compile.py --src /tmp/ti --tokens 8192 --experts 384
+
+It calls tpu_inference/layers/common/fused_moe_gmm.py fused_moe_func as vllm_moe_apply does for vLLM's model code
+under DP attention (use_ep, scatter_results = attention DP > 1, moe_chunk_size 0, sigmoid scoring with the score
+correction bias, renormalized top-k), on the NEW_MODEL_DESIGN mesh (data, attn_dp, attn_dp_expert, expert, model,
+dcp, pcp) with every device on attn_dp: the tokens arrive split over ATTN_DATA, the experts over EXPERT, the weights
+fp4 E2M1 with an f32 scale a 512-block (MOE_REQUANTIZE_WEIGHT_DTYPE=fp4, MOE_REQUANTIZE_BLOCK_SIZE=512). --tokens
+is the step's global token bucket (tpu_runner.py _init_inputs: the largest is max_num_batched_tokens x the DP size).
+Only the engine's vllm / torch imports (its logger, tpu_inference.utils) are stubbed; the MoE code is its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import json
+import logging
+import os
+import sys
+import time
+import types
+
+
+def _stub_package(src: str) -> None:
+    pkg = types.ModuleType("tpu_inference")
+    pkg.__path__ = [os.path.join(src, "tpu_inference")]
+    sys.modules["tpu_inference"] = pkg
+    log = types.ModuleType("tpu_inference.logger")
+    log.init_logger = logging.getLogger  # type: ignore[attr-defined]
+    sys.modules["tpu_inference.logger"] = log
+    utils = types.ModuleType("tpu_inference.utils")
+
+    def get_mesh_shape_product(mesh, axes):  # tpu_inference/utils.py get_mesh_shape_product, as written there
+        if axes is None:
+            return 1
+        product = 1
+        for axis in [axes] if isinstance(axes, str) else axes:
+            product *= mesh.shape.get(axis, 1)
+        return product
+
+    utils.get_mesh_shape_product = get_mesh_shape_product  # type: ignore[attr-defined]
+    sys.modules["tpu_inference.utils"] = utils
+    spec = importlib.util.spec_from_file_location("tpu_inference.envs", os.path.join(src, "tpu_inference", "envs.py"))
+    assert spec is not None and spec.loader is not None
+    envs = importlib.util.module_from_spec(spec)
+    sys.modules["tpu_inference.envs"] = envs
+    spec.loader.exec_module(envs)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--src", required=True, help="a folder holding tpu_inference/ at the commit read")
+    p.add_argument("--target", default="tpu7x:2x2x1", help="a topology libtpu compiles for (default %(default)s)")
+    p.add_argument("--tokens", type=int, default=8192)
+    p.add_argument("--hidden", type=int, default=7168)
+    p.add_argument("--inter", type=int, default=2048, help="moe_intermediate_size")
+    p.add_argument("--experts", type=int, default=384)
+    p.add_argument("--topk", type=int, default=8)
+    p.add_argument("--block", type=int, default=512, help="the requantized experts' scale block")
+    p.add_argument("--layers", type=int, default=1, help="MoE layers in a row (their temporaries are reused)")
+    a = p.parse_args()
+    os.environ.setdefault("NEW_MODEL_DESIGN", "1")
+    from k3plan.libtpu_env import quiet_libtpu
+
+    quiet_libtpu()
+    _stub_package(a.src)
+
+    import jax
+    import jax.experimental.pallas.tpu as pltpu
+    import jax.numpy as jnp
+    import numpy as np
+    from jax._src.pallas.mosaic import tpu_info
+    from jax.experimental import topologies
+    from jax.sharding import Mesh, NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    devs = topologies.get_topology_desc(platform="tpu", topology_name=a.target).devices
+    # the kernels ask pltpu for the default device's TPU (its SparseCore); deviceless, that is the target's
+    info = tpu_info.get_tpu_info_for_chip(tpu_info.chip_version_from_device_kind(devs[0].device_kind), 1)
+    pltpu.get_tpu_info = lambda: info
+    tpu_info.get_tpu_info = lambda: info
+    fm = importlib.import_module("tpu_inference.layers.common.fused_moe_gmm")
+    axis = importlib.import_module("tpu_inference.layers.common.sharding").ShardingAxisName
+    names = ("data", "attn_dp", "attn_dp_expert", "expert", "model", "dcp", "pcp")
+    mesh = Mesh(np.array(devs).reshape(1, len(devs), 1, 1, 1, 1, 1), names)
+
+    def arg(shape, dtype, spec):
+        return jax.ShapeDtypeStruct(shape, dtype, sharding=NamedSharding(mesh, spec))
+
+    t, h, i, e, blk = a.tokens, a.hidden, a.inter, a.experts, a.block
+    args = (
+        arg((t, h), jnp.bfloat16, P(axis.ATTN_DATA, None)),  # the hidden states, split by attention DP
+        arg((t, e), jnp.float32, P(axis.ATTN_DATA, None)),  # the router logits
+        arg((e, h, 2 * i), jnp.float4_e2m1fn, P(axis.EXPERT)),
+        arg((e, i, h), jnp.float4_e2m1fn, P(axis.EXPERT)),
+        arg((e, h // blk, 1, 2 * i), jnp.float32, P(axis.EXPERT)),
+        arg((e, i // blk, 1, h), jnp.float32, P(axis.EXPERT)),
+        arg((e,), jnp.float32, P()),
+    )
+
+    def step(x, logits, w1, w2, s1, s2, bias):
+        for _ in range(a.layers):
+            y = fm.fused_moe_func(
+                x, w1, w2, s1, s2, None, None, logits, topk=a.topk, renormalize=True, mesh=mesh, use_ep=True,
+                activation="silu", scoring_fn="sigmoid", expert_score_correction_bias=bias, scatter_results=True,
+            )  # fmt: skip
+            x = jax.lax.with_sharding_constraint(y, NamedSharding(mesh, P(axis.ATTN_DATA, None))) + x
+        return x
+
+    t0 = time.time()
+    with jax.set_mesh(mesh):
+        m = jax.jit(step).lower(*args).compile().memory_analysis()
+    print(
+        json.dumps(
+            {
+                "target": a.target,
+                "device_kind": devs[0].device_kind,
+                "jax": jax.__version__,
+                "point": {
+                    k: getattr(a, k) for k in ("tokens", "hidden", "inter", "experts", "topk", "block", "layers")
+                },
+                "temp_bytes": m.temp_size_in_bytes,
+                "argument_bytes": m.argument_size_in_bytes,
+                "output_bytes": m.output_size_in_bytes,
+                "code_bytes": m.generated_code_size_in_bytes,
+                "compile_s": round(time.time() - t0, 1),
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

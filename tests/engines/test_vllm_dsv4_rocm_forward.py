@@ -1,0 +1,124 @@
+"""DeepSeek-V4's eager dummy forward on vLLM's ROCm model and its MoE under data parallelism (engines/vllm/
+dsv4_workspace.py dsv4_rocm_forward_live, rocm_moe_rows).
+
+Read in the vllm 0.26.0 wheel (PyPI): models/deepseek_v4/amd/model.py has no support_torch_compile, so a tensor lives
+while a Python name holds it; DeepseekV4Attention.forward (attention.py) allocates o_padded [T, heads, 512] (ROCm pads
+no heads: amd/rocm.py get_padded_num_q_heads) and keeps qr_kv, the float32 kv_scores and the normed qr / kv to its
+return; amd/rocm.py _o_proj -> v1/attention/ops/rocm_aiter_mla_sparse.py rocm_inv_rope_einsum makes o_ref
+(_fused_inverse_rope_gptj, torch.empty of o's shape), and on a layer's first call _get_cached_wo_a_bf16 multiplies the
+float32 weight by _expand_2d_block_scales' float32 [groups, o_lora_rank, heads x 512 / groups] scale. Under DP the MXFP4
+method's modular kernel takes the naive all-gather prepare/finalize (fused_moe/all2all_utils.py
+maybe_make_prepare_finalize; prepare_finalize/naive_dp_ep.py; AiterExperts.expects_unquantized_inputs: bf16 rows), and
+ROCm/aiter v0.1.13.post1 (the pin experts/rocm_aiter_moe.py names) runs fused_moe's CK 2-stage path at the profile's
+rows (aiter/fused_moe.py get_ksplit: 0 once token x topk > experts): moe_buf [M, hidden] bf16, the sorted ids and
+weights, the activations' MXFP4 and sorted scales, a2 [M, topk, shard intermediate] bf16 and its MXFP4 copy."""
+
+from __future__ import annotations
+
+from k3plan.engines.vllm.dsv4_workspace import (
+    aiter_moe_on,
+    dsv4_rocm_forward_live,
+    rocm_forward_applies,
+    rocm_moe_rows,
+)
+from k3plan.models.loader import load_model
+
+MiB = 2**20
+
+
+def _pro():
+    return load_model("deepseek-v4-pro").spec.dsv4
+
+
+def _rows(**kw):
+    args = dict(
+        dp=8,
+        expert_parallel=False,
+        all2all_backend="",
+        hardware="amd-mi355x",
+        moe_backend="aiter",
+        aiter_on=True,
+        experts=384,
+        top_k=6,
+        hidden=7168,
+        shard_intermediate=512,
+    )
+    args.update(kw)
+    return rocm_moe_rows(**args)
+
+
+def test_aiter_s_ck_two_stage_buffers_a_gathered_row():
+    # moe_buf 7,168 x 2 + sorted ids / weights 6 x 8 + MXFP4 activations 3,584 + sorted scales 6 x 224 + a2
+    # 6 x 512 x 2 + its MXFP4 6 x 256 + scales 6 x 16
+    row = 14336 + 48 + 3584 + 1344 + 6144 + 1536 + 96
+    gathered = 7168 * 2 + 6 * 8  # the all-gathered bf16 activations and top-k weights / ids
+    local = 384 * 4 + 6 * 8  # the router's float32 logits and the local top-k
+    total, how = _rows()
+    assert total == local + 8 * (gathered + row)
+    assert "8 rows gathered over DP" in how and "v0.1.13.post1" in how
+
+
+def test_expert_parallel_keeps_the_whole_intermediate_and_the_naive_dispatch():
+    whole, _ = _rows(dp=4, expert_parallel=True, shard_intermediate=3072)
+    a2 = 6 * 3072 * 2 + 6 * 3072 // 2 + 6 * 3072 // 32
+    assert whole == 384 * 4 + 48 + 4 * (7168 * 2 + 48 + 14336 + 48 + 3584 + 1344 + a2)
+    # another all2all backend under EP is not the all-gather: the rows stay local
+    other, _ = _rows(dp=4, expert_parallel=True, all2all_backend="mori", shard_intermediate=3072)
+    assert other == 384 * 4 + 48 + 14336 + 48 + 3584 + 1344 + a2
+
+
+def test_no_dp_no_gather_and_gfx942_s_kernel_is_not_traced():
+    alone, _ = _rows(dp=1)
+    assert alone == 384 * 4 + 48 + (14336 + 48 + 3584 + 1344 + 6144 + 1536 + 96)
+    mi300, how = _rows(hardware="amd-mi300x")
+    assert mi300 == 384 * 4 + 48 + 8 * (7168 * 2 + 48)
+    assert "not traced" in how
+
+
+def test_the_output_projection_at_tp_1_and_the_first_call_s_dequantization():
+    d = _pro()
+    t = 8192
+    live, how = dsv4_rocm_forward_live(
+        d, tokens=t, hidden_size=7168, local_heads=128, q_lora_rank=1536, tp=1, mtp=False, moe_bytes=0
+    )
+    stream, row, mix = 4 * 7168 * 2, 7168 * 2, 4 * 4 + 16 * 4
+    o = 128 * 512 * 2  # o_padded, o_ref: 128 KiB a token at TP 1
+    scores = 2 * 2 * 512 * 4 + 2 * 2 * 128 * 4 + 64 * 2  # the CSA layer's float32 kv_scores, indexer weights
+    dequant = 3 * 4 * 128 * 512 * 1024  # float32 wo_a, expanded scale, product: 768 MiB
+    assert dequant == 768 * MiB
+    einsum = 16 * 1024 * 2
+    attention = t * (stream + row + mix + 2 * o + 2 * 2 * (1536 + 512) + scores) + max(t * (2 * einsum + row), dequant)
+    moe = t * (2 * stream + 3 * row + mix)
+    assert live == max(attention, moe) == attention
+    assert "output projection" in how
+
+
+def test_the_mtp_drafter_adds_its_inputs_and_the_moe_can_lead():
+    d = _pro()
+    t = 8192
+    moe_bytes, _ = _rows()
+    base, _ = dsv4_rocm_forward_live(
+        d, tokens=t, hidden_size=7168, local_heads=128, q_lora_rank=1536, tp=1, mtp=False, moe_bytes=moe_bytes
+    )
+    mtp, how = dsv4_rocm_forward_live(
+        d, tokens=t, hidden_size=7168, local_heads=128, q_lora_rank=1536, tp=1, mtp=True, moe_bytes=moe_bytes
+    )
+    assert mtp - base == t * (3 * 7168 * 2 + 4 * 7168 * 2)  # target output, embedding, enorm; hnorm streams
+    assert base == t * (2 * 4 * 7168 * 2 + 3 * 7168 * 2 + 80 + moe_bytes)  # DP 8's gathered MoE leads
+    assert "the MoE" in how
+
+
+def test_the_rule_covers_the_releases_traced():
+    assert rocm_forward_applies((0, 26, 0)) and rocm_forward_applies((0, 25, 0))
+    assert not rocm_forward_applies((0, 27, 0))  # not read
+    assert not rocm_forward_applies((0, 29, 0))  # attention.py and amd/model.py rewritten from 0.28.0
+    assert not rocm_forward_applies(None)
+
+
+def test_aiter_s_moe_needs_vllm_rocm_use_aiter():
+    assert aiter_moe_on({"VLLM_ROCM_USE_AITER": "1"})
+    assert not aiter_moe_on({})  # VLLM_ROCM_USE_AITER defaults off
+    assert not aiter_moe_on({"VLLM_ROCM_USE_AITER": "1", "VLLM_ROCM_USE_AITER_MOE": "0"})
+    off, how = _rows(aiter_on=False)
+    assert off == 384 * 4 + 48 + 8 * (7168 * 2 + 48)
+    assert "not traced" in how
