@@ -865,24 +865,29 @@ def _mega_moe(served, setup: Setup, result: FitResult, *, vendor: str) -> tuple[
 
 def _all2all(served, setup: Setup, result: FitResult, *, vendor: str, devices_per_host: int) -> tuple[int, str] | None:
     """The expert-parallel all2all backend's buffers a GPU (engines/vllm/all2all_buffers.py), for a MoE model under a
-    vLLM command; None elsewhere."""
+    vLLM command or the vllm stack's options (all2all_backend, enable_expert_parallel); None elsewhere."""
     from k3plan.engines.vllm.all2all_buffers import all2all_non_torch
 
     spec = setup.model.spec
-    if served is None or spec.moe is None:
+    if spec.moe is None:
         return None
+    chosen = (
+        setup.stack.chosen
+    )  # without --serve: the stack's options (vllm:all2all_backend=..., enable_expert_parallel)
     return all2all_non_torch(
-        backend=served.stack_options.get("all2all_backend"),
-        release=served.release,
+        backend=(served.stack_options if served is not None else chosen).get("all2all_backend"),
+        release=_release(served, setup.stack.name, "gpu"),
         vendor=vendor,
-        expert_parallel=served.expert_parallel,
+        expert_parallel=served.expert_parallel
+        if served is not None
+        else chosen.get("enable_expert_parallel") == "true",
         dp=setup.parallel.dp,
         ep=setup.parallel.tp * setup.parallel.dp,
         devices_per_host=devices_per_host,
         hidden=spec.hidden_size,
         experts=spec.moe.num_experts,
         max_num_batched_tokens=result.workload.prefill_chunk_tokens,
-        env=served.env,
+        env=served.env if served is not None else {},
     )
 
 

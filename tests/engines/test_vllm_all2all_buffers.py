@@ -185,3 +185,19 @@ def test_the_buffer_size_variable_is_read_where_deepep_runs():
         assert res.exit_code == 2, res.output
         assert "VLLM_DEEPEP_BUFFER_SIZE_MB" in res.output and "Traceback" not in res.output
     assert "VLLM_DEEPEP_BUFFER_SIZE_MB=512" not in half["engine"]["serve"]["ignored"]
+
+
+def test_the_stack_options_price_them_without_serve():
+    # fit without --serve reads the vllm stack's options as the command would: DeepEP's kernels need expert
+    # parallelism (enable_expert_parallel, default false: the MoE falls back to all-gather + reduce-scatter)
+    def engine(stack: str) -> dict:
+        args = ["fit", "-H", "nvidia-h200", "-t", "8", "--tp", "1", "--dp", "8", "-m", "deepseek-v3", "--json"]
+        res = CliRunner().invoke(app, args + ["--stack", stack])
+        assert res.exit_code in (0, 1, 3), res.output  # 3: fits if the unverified temporaries do
+        return json.loads(res.stdout)["engine"]
+
+    off = engine("vllm:all2all_backend=deepep_high_throughput")
+    on = engine("vllm:all2all_backend=deepep_high_throughput,enable_expert_parallel=true")
+    base = engine("vllm:enable_expert_parallel=true")
+    assert off["non_torch_bytes"] == base["non_torch_bytes"]
+    assert on["non_torch_bytes"] - base["non_torch_bytes"] == NVL + OWN
