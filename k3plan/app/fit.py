@@ -885,7 +885,8 @@ def _all2all(served, setup: Setup, result: FitResult, *, vendor: str, devices_pe
         ep=setup.parallel.tp * setup.parallel.dp,
         devices_per_host=devices_per_host,
         hidden=spec.hidden_size,
-        experts=spec.moe.num_experts,
+        # the global experts, EPLB's redundant copies included (FusedMoEConfig.num_experts = global_num_experts)
+        experts=spec.moe.num_experts + (served.eplb[0] if served is not None and served.eplb else 0),
         max_num_batched_tokens=result.workload.prefill_chunk_tokens,
         env=served.env if served is not None else {},
     )

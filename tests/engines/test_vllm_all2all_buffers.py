@@ -201,3 +201,14 @@ def test_the_stack_options_price_them_without_serve():
     base = engine("vllm:enable_expert_parallel=true")
     assert off["non_torch_bytes"] == base["non_torch_bytes"]
     assert on["non_torch_bytes"] - base["non_torch_bytes"] == NVL + OWN
+
+
+def test_eplb_s_redundant_experts_are_global_experts():
+    # FusedMoEConfig(num_experts=global_num_experts): the low-latency buffer is sized for E + R experts (vllm 0.33.0
+    # wheel fused_moe/layer.py, all2all_utils.py num_global_experts=moe.num_experts)
+    cmd = (
+        "vllm serve deepseek-ai/DeepSeek-R1 --data-parallel-size 8 --enable-expert-parallel --all2all-backend "
+        "deepep_low_latency --enable-eplb --eplb-config '{\"num_redundant_experts\": 32}'"
+    )
+    _, got = _fit(cmd)
+    assert f"{_ll_by_hand(256, 7168, 288):,}" in got["engine"]["sources"]["non_torch"]
