@@ -903,6 +903,8 @@ def engine_sizing(
             non_torch = Figure(non_torch.value + all2all[0], f"{all2all[1]}; + {non_torch.source}")
         worker = VLLM_GPU_WORKER
         unpriced = VLLM_UNPRICED
+        if all2all is not None and all2all[0]:  # the part of it k3plan prices (engines/vllm/all2all_buffers.py)
+            unpriced += f", beyond the all2all backend's buffers it prices ({all2all[0] / GiB:.2f} GiB)"
     utilization = round(1 - reserve_fraction, 12)
     gpu = kv_pool_method == "utilization_minus_profile"
     ext_platform = None
