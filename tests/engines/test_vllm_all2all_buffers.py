@@ -125,13 +125,15 @@ def test_the_start_check_subtracts_them(model, hidden, experts, devices):
     base = _engine(model, "allgather_reducescatter", devices, budget)
     ht = _engine(model, "deepep_high_throughput", devices, budget)
     ll = _engine(model, "deepep_low_latency", devices, budget)
+    # high throughput runs without CUDA graphs (test_high_throughput_turns_the_graphs_off): against an eager baseline
+    eager = _engine(model, "allgather_reducescatter", devices, budget + " --enforce-eager")
     rdma = NVL if devices > 8 else 0
-    assert ht["non_torch_bytes"] - base["non_torch_bytes"] == NVL + OWN + rdma
+    assert ht["non_torch_bytes"] - eager["non_torch_bytes"] == NVL + OWN + rdma
     assert ll["non_torch_bytes"] - base["non_torch_bytes"] == NVL + OWN + _ll_by_hand(256, hidden, experts)
     assert "deepep_high_throughput all2all buffers" in ht["sources"]["non_torch"]
     assert "get_low_latency_rdma_size_hint" in ll["sources"]["non_torch"]
     if base["kv_pool_bytes"]:
-        assert ll["kv_pool_bytes"] < ht["kv_pool_bytes"] < base["kv_pool_bytes"]
+        assert ll["kv_pool_bytes"] < base["kv_pool_bytes"] and ht["kv_pool_bytes"] < eager["kv_pool_bytes"]
 
 
 def _fit(cmd: str, version: str | None = None) -> tuple[int, dict]:
@@ -212,3 +214,21 @@ def test_eplb_s_redundant_experts_are_global_experts():
     )
     _, got = _fit(cmd)
     assert f"{_ll_by_hand(256, 7168, 288):,}" in got["engine"]["sources"]["non_torch"]
+
+
+def test_high_throughput_turns_the_graphs_off():
+    # vLLM sets cudagraph_mode NONE for deepep_high_throughput at DP > 1 (vllm 0.13.0-0.34.0 wheels,
+    # config/compilation.py set_splitting_ops_for_v1): DeepSeek-V4's graph estimate (priced: engines/vllm/
+    # cudagraph.py) leaves the non-torch memory, DeepEP's buffers enter it
+    cmd = "vllm serve deepseek-ai/DeepSeek-V4-Flash --data-parallel-size 8 --enable-expert-parallel --all2all-backend "
+    _, ag = _fit(cmd + "allgather_reducescatter")
+    _, ht = _fit(cmd + "deepep_high_throughput")
+    _, ll = _fit(cmd + "deepep_low_latency --max-num-batched-tokens 8192")
+    _, ag8 = _fit(cmd + "allgather_reducescatter --max-num-batched-tokens 8192")
+    assert ag["engine"]["non_torch_bytes"] > 0  # the graphs' estimate
+    assert ht["engine"]["non_torch_bytes"] == NVL + OWN
+    assert any("cudagraph_mode NONE" in c for c in ht["engine"]["serve"]["caveats"])
+    # low latency keeps the graphs: its buffers add to their estimate
+    assert ll["engine"]["non_torch_bytes"] == ag8["engine"]["non_torch_bytes"] + NVL + OWN + _ll_by_hand(
+        8192, 4096, 256
+    )

@@ -122,6 +122,31 @@ def read_a2a_env(env: Mapping[str, str], *, backend: str | None, expert_parallel
     return True
 
 
+# vLLM turns CUDA graphs off for deepep_high_throughput at DP > 1 ("DeepEP: Disabling CUDA Graphs since DeepEP
+# high-throughput kernels are optimized for prefill and are incompatible with CUDA Graphs"): cudagraph_mode NONE, so
+# nothing is captured and the worker's graph estimate is 0. Read in the vllm 0.13.0-0.34.0 wheels (PyPI),
+# vllm/config/compilation.py CompilationConfig.set_splitting_ops_for_v1 (with mode VLLM_COMPILE, the default, and DP
+# counted for a MoE model: VllmConfig.__post_init__ effective_dp_size), any platform; in the 0.11.2 wheel
+# vllm/platforms/cuda.py CudaPlatform.check_and_update_config on CUDA only (0.11.0's reads VLLM_ALL2ALL_BACKEND)
+HT_NO_GRAPHS_FROM: Release = (0, 13, 0)
+HT_NO_GRAPHS_CUDA_FROM: Release = (0, 11, 2)
+HT_NO_GRAPHS_SOURCE = (
+    "vllm 0.13.0-0.34.0 wheels (PyPI) vllm/config/compilation.py CompilationConfig.set_splitting_ops_for_v1 "
+    "('DeepEP: Disabling CUDA Graphs since DeepEP high-throughput kernels are optimized for prefill'); 0.11.2: "
+    "vllm/platforms/cuda.py on CUDA"
+)
+
+
+def ht_disables_graphs(*, backend: str | None, dp: int, release: Release | None, vendor: str) -> bool:
+    """Whether vLLM sets cudagraph_mode NONE for the command (``HT_NO_GRAPHS_SOURCE``): deepep_high_throughput at
+    DP > 1, from 0.13.0 on any GPU, from 0.11.2 on NVIDIA's."""
+    if backend != "deepep_high_throughput" or dp <= 1:
+        return False
+    if release is None or release >= HT_NO_GRAPHS_FROM:
+        return True
+    return vendor == "nvidia" and release >= HT_NO_GRAPHS_CUDA_FROM
+
+
 def low_latency_rdma_bytes(*, tokens: int, hidden: int, ranks: int, experts: int) -> int:
     """DeepEP's get_low_latency_rdma_size_hint (``LL_HINT_SOURCE``): two send, two receive and two signalling
     buffers for ``tokens`` a rank of ``hidden`` channels over ``experts`` global experts, rounded past 128 B."""

@@ -23,9 +23,15 @@ from k3plan.engines.serve_values import (
 from k3plan.engines.torchtpu_vllm import ENGINE as TORCHTPU
 from k3plan.engines.tpu_inference import serve as tpu_inference_serve
 from k3plan.engines.vllm import frontend
-from k3plan.engines.vllm.all2all_buffers import A2A_ENV, read_a2a_env
+from k3plan.engines.vllm.all2all_buffers import A2A_ENV, HT_NO_GRAPHS_SOURCE, ht_disables_graphs, read_a2a_env
 from k3plan.engines.vllm.attention_config import SM100_FAMILY, fp4_indexer, read_attention
-from k3plan.engines.vllm.cudagraph import ESTIMATE_ENV, read_compilation, with_capture_sizes, with_max_capture
+from k3plan.engines.vllm.cudagraph import (
+    ESTIMATE_ENV,
+    CompilationRead,
+    read_compilation,
+    with_capture_sizes,
+    with_max_capture,
+)
 from k3plan.engines.vllm.engram import ENGRAM_WHEEL_FROM, read_engram
 from k3plan.engines.vllm.engram import ENV as ENGRAM_ENV
 from k3plan.engines.vllm.eplb import EPLB_WINDOW_DEFAULT
@@ -876,6 +882,14 @@ def read(r: Reading) -> None:
         if sizes is not None:
             comp = with_capture_sizes(comp, sizes)
         r.compilation = read_compilation(comp, enforce_eager=eager is not None and eager.lower() not in ("false", "0"))
+        vendor = "amd" if r.device_name.lower().startswith("amd") else "nvidia"
+        a2a = r.options.get("all2all_backend")  # launch_flags took the flag
+        if r.compilation.mode != "NONE" and ht_disables_graphs(backend=a2a, dp=r.dp, release=r.release, vendor=vendor):
+            r.compilation = CompilationRead(mode="NONE")
+            r.caveats.append(
+                f"--all2all-backend {a2a} at DP {r.dp}: vLLM sets cudagraph_mode NONE, no graphs captured "
+                f"({HT_NO_GRAPHS_SOURCE})"
+            )
     else:  # CUDA graphs: none on a TPU
         r.ignored += [f for f, v in (("--max-cudagraph-capture-size", top), ("--cudagraph-capture-sizes", sizes)) if v]
     override = get("--num-gpu-blocks-override", None)
