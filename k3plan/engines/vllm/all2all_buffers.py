@@ -14,8 +14,8 @@ see them, so they are in the non-torch increase Worker.determine_available_memor
 kernels: expert parallelism with DP > 1 (model_executor/layers/fused_moe/config.py FusedMoEParallelConfig
 use_all2all_kernels); one buffer a GPU (the manager's handle_cache, keyed by the kwargs every layer shares).
 
-Per backend (vllm 0.11.0, 0.13.0, 0.18.0, 0.19.0, 0.20.0, 0.33.0, 0.34.0 wheels (PyPI), all2all.py; the sizes are the
-same in each):
+Per backend (vllm 0.11.0, 0.13.0, 0.18.0, 0.19.0, 0.20.0, 0.26.0, 0.28.0, 0.33.0, 0.34.0 wheels (PyPI), all2all.py;
+the sizes are the same in each):
 
 - ``deepep_high_throughput`` (DeepEPHTAll2AllManager._make_all2all_kwargs): num_nvl_bytes = VLLM_DEEPEP_BUFFER_SIZE_MB
   MiB (envs.py, default 1024); num_rdma_bytes the same where the EP group spans nodes (``self.internode``:
@@ -37,8 +37,9 @@ same in each):
   NVSHMEM_CUMEM_GRANULARITY chunks, 512 MiB as deep_ep/buffer.py sets it, over its own heapextra; its proxy and IBGDA
   queues) is NVSHMEM's, not read: said, not priced (the low-latency buffer of R1 at 256 tokens, 3.55 GiB, rounds to
   4 GiB of chunks before heapextra).
-- ``allgather_reducescatter`` / ``naive`` / ``pplx`` after its removal (0.17.0: ParallelConfig falls back to
-  allgather_reducescatter from 0.19.0): collectives over the DP / EP group, no buffer of their own priced here.
+- ``allgather_reducescatter`` / ``naive`` / ``pplx`` after its removal (0.17.0: ParallelConfig warns 'The 'pplx'
+  all2all backend has been removed' and falls back to allgather_reducescatter, 0.17.1 and 0.18.0 wheels
+  config/parallel.py): collectives over the DP / EP group, no buffer of their own priced here.
 - ``pplx`` (to 0.16.x), ``nixl_ep``, ``flashinfer_all2allv`` / ``flashinfer_nvlink_two_sided`` /
   ``flashinfer_nvlink_one_sided``, ``deepep_v2``, ``moonep``, ``mori_*``: their buffers are sized by their libraries
   (pplx_kernels, nixl_ep Buffer.get_rdma_size_hint, FlashInfer's MNNVL workspace, DeepEP v2, MoonEP, MoRI), none read:
@@ -51,8 +52,8 @@ from collections.abc import Mapping
 
 from k3plan.engines.release import Release
 from k3plan.errors import K3PlanError
+from k3plan.units import MiB
 
-MiB = 1 << 20
 DEEPEP_COMMIT = "73b6ea4a439ba03a695563f9fd242c8e4b02b37c"  # vLLM's pin (the module docstring)
 DEEPEP_SOURCE = (
     f"deepseek-ai/DeepEP@{DEEPEP_COMMIT[:8]} (vLLM's pin: tools/ep_kernels/install_python_libraries.sh) "
