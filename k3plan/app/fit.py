@@ -834,6 +834,7 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         q_lora_rank=(spec.mla.q_lora_rank or 0) if spec.mla else 0,
         tp_attention=setup.parallel.tp,
         mega_moe=_mega_moe(served, setup, result, vendor=hw.vendor),
+        all2all=_all2all(served, setup, result, vendor=hw.vendor, devices_per_host=hw.devices_per_host),
         eplb_state=_eplb_state(served, setup, result, vendor=hw.vendor),
         moe_workspace=_moe_workspace(served, setup, result, vendor=hw.vendor, hardware=hw.name, kind=hw.kind),
         rocm_moe=_rocm_moe(served, setup, st.expert_pad, vendor=hw.vendor, hardware=hw.name),
@@ -863,6 +864,35 @@ def _mega_moe(served, setup: Setup, result: FitResult, *, vendor: str) -> tuple[
         hidden=spec.hidden_size,
         intermediate=spec.moe.expert_intermediate,
         max_num_batched_tokens=result.workload.prefill_chunk_tokens,
+    )
+
+
+def _all2all(served, setup: Setup, result: FitResult, *, vendor: str, devices_per_host: int) -> tuple[int, str] | None:
+    """The expert-parallel all2all backend's buffers a GPU (engines/vllm/all2all_buffers.py), for a MoE model under a
+    vLLM command or the vllm stack's options (all2all_backend, enable_expert_parallel); None elsewhere."""
+    from k3plan.engines.vllm.all2all_buffers import all2all_non_torch
+
+    spec = setup.model.spec
+    if spec.moe is None:
+        return None
+    chosen = (
+        setup.stack.chosen
+    )  # without --serve: the stack's options (vllm:all2all_backend=..., enable_expert_parallel)
+    return all2all_non_torch(
+        backend=(served.stack_options if served is not None else chosen).get("all2all_backend"),
+        release=_release(served, setup.stack.name, "gpu"),
+        vendor=vendor,
+        expert_parallel=served.expert_parallel
+        if served is not None
+        else chosen.get("enable_expert_parallel") == "true",
+        dp=setup.parallel.dp,
+        ep=setup.parallel.tp * setup.parallel.dp,
+        devices_per_host=devices_per_host,
+        hidden=spec.hidden_size,
+        # the global experts, EPLB's redundant copies included (FusedMoEConfig.num_experts = global_num_experts)
+        experts=spec.moe.num_experts + (served.eplb[0] if served is not None and served.eplb else 0),
+        max_num_batched_tokens=result.workload.prefill_chunk_tokens,
+        env=served.env if served is not None else {},
     )
 
 

@@ -362,9 +362,7 @@ UNPRICED_ENV = {
     # InferenceX's multi-node recipes (@843c6254 benchmarks/multi_node/srt-slurm-recipes/vllm/deepseek-v4/)
     "NVSHMEM_SYMMETRIC_SIZE": "NVSHMEM's symmetric heap a GPU (the DeepEP / MegaMoE buffers' memory)",
     "VLLM_MAX_TOKENS_PER_EXPERT_FP4_MOE": "the FP4 MoE workspace's tokens an expert (its size)",
-    # DeepEP's NVLink and RDMA buffers a GPU (vllm 0.33.0 wheel (PyPI) distributed/device_communicators/all2all.py:
-    # num_nvl_bytes / num_rdma_bytes = VLLM_DEEPEP_BUFFER_SIZE_MB MiB, default 1024; NVIDIA Dynamo's GB200 decode sets 0)
-    "VLLM_DEEPEP_BUFFER_SIZE_MB": "the DeepEP NVLink / RDMA buffers a GPU (their size)",
+    # (VLLM_DEEPEP_BUFFER_SIZE_MB, DeepEP's buffers' size, is read on a vLLM command: engines/vllm/all2all_buffers.py)
 }
 # environment variables a serve command's recipe sets before the engine, read as the engine reads them
 IGNORED_ENV = {

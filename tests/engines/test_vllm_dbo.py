@@ -106,15 +106,23 @@ def test_variables_no_read_wheel_names_are_listed_from_0_26_and_refused_before()
         _read("VLLM_MOE_DP_CHUNK_SIZE=384 sglang serve --model-path deepseek-ai/DeepSeek-V3 --tp 8")
 
 
-def test_the_deepep_buffer_size_is_refused():
+def test_the_deepep_buffer_size_is_read_where_deepep_runs():
     # NVIDIA Dynamo's GB200 decode env (@40200470) sets VLLM_DEEPEP_BUFFER_SIZE_MB=0: all2all.py's num_nvl_bytes /
-    # num_rdma_bytes
-    with pytest.raises(K3PlanError, match="DeepEP NVLink / RDMA buffers"):
-        _read(
-            "VLLM_DEEPEP_BUFFER_SIZE_MB=0 vllm serve nvidia/DeepSeek-R1-0528-FP4-v2 --data-parallel-size 8 "
-            "--enable-expert-parallel",
-            hardware="nvidia-gb200-nvl72",
-        )
+    # num_rdma_bytes. Refused until session 48; now read where the command makes DeepEP's buffers (engines/vllm/
+    # all2all_buffers.py, tests/engines/test_vllm_all2all_buffers.py) and listed where it makes none, as here
+    # (the default allgather_reducescatter)
+    cmd = _read(
+        "VLLM_DEEPEP_BUFFER_SIZE_MB=0 vllm serve nvidia/DeepSeek-R1-0528-FP4-v2 --data-parallel-size 8 "
+        "--enable-expert-parallel",
+        hardware="nvidia-gb200-nvl72",
+    )
+    assert "VLLM_DEEPEP_BUFFER_SIZE_MB=0" in cmd.ignored
+    deepep = _read(
+        "VLLM_DEEPEP_BUFFER_SIZE_MB=0 vllm serve nvidia/DeepSeek-R1-0528-FP4-v2 --data-parallel-size 8 "
+        "--enable-expert-parallel --all2all-backend deepep_low_latency",
+        hardware="nvidia-gb200-nvl72",
+    )
+    assert "VLLM_DEEPEP_BUFFER_SIZE_MB=0" not in deepep.ignored
 
 
 # NVIDIA Dynamo's GB200 prefill worker (recipes/deepseek-r1/vllm/disagg/deploy_gb200_2prefill_dep4_1decode_dep8.yaml

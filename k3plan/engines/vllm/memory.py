@@ -603,6 +603,7 @@ def engine_sizing(
     eplb_state: tuple[int, str] | None = None,
     moe_workspace: tuple[int, str] | None = None,
     rocm_moe: tuple[int, str] | None = None,
+    all2all: tuple[int, str] | None = None,
 ) -> EngineSizing | None:
     """The sizing of the stack's engine from a fit's numbers; None where the stack's pool is not vLLM's
     (kv_pool method utilization_minus_profile: GPU vLLM; utilization_minus_resident: the torch_tpu plugin).
@@ -625,7 +626,9 @@ def engine_sizing(
     ``moe_workspace``: the MoE workspace the profile run's dummy forward leaves allocated under the sampler warm-up and
     its source (engines/vllm/moe_workspace.py profile_moe_workspace); None or 0: none priced.
     ``rocm_moe``: what DeepSeek-V4's MoE holds a token in vLLM's ROCm dummy forward beyond the layer's tensors and its
-    source (engines/vllm/dsv4_workspace.py rocm_moe_rows); None: a model or GPU it does not serve."""
+    source (engines/vllm/dsv4_workspace.py rocm_moe_rows); None: a model or GPU it does not serve.
+    ``all2all``: the expert-parallel all2all backend's buffers a GPU, made at load outside torch's allocator, and their
+    source (engines/vllm/all2all_buffers.py all2all_non_torch), added to the non-torch increase; None: none."""
     if kv_pool_method not in ("utilization_minus_profile", "utilization_minus_resident"):
         return None
     # the torch_tpu plugin's per-layer layout (paging 'separate'): its own page, --block-size when a command gives one,
@@ -896,8 +899,13 @@ def engine_sizing(
         if mega_moe is not None and mega_moe[0]:
             # a buffer the profile run maps outside torch's allocator, in the non-torch increase (engines/vllm/mega_moe.py)
             non_torch = Figure(non_torch.value + mega_moe[0], f"{mega_moe[1]}; + {non_torch.source}")
+        if all2all is not None and all2all[0]:
+            # the all2all backend's buffers, made at load outside torch (engines/vllm/all2all_buffers.py)
+            non_torch = Figure(non_torch.value + all2all[0], f"{all2all[1]}; + {non_torch.source}")
         worker = VLLM_GPU_WORKER
         unpriced = VLLM_UNPRICED
+        if all2all is not None and all2all[0]:  # the part of it k3plan prices (engines/vllm/all2all_buffers.py)
+            unpriced += f", beyond the all2all backend's buffers it prices ({all2all[0] / GiB:.2f} GiB)"
     utilization = round(1 - reserve_fraction, 12)
     gpu = kv_pool_method == "utilization_minus_profile"
     ext_platform = None

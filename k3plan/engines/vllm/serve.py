@@ -23,8 +23,15 @@ from k3plan.engines.serve_values import (
 from k3plan.engines.torchtpu_vllm import ENGINE as TORCHTPU
 from k3plan.engines.tpu_inference import serve as tpu_inference_serve
 from k3plan.engines.vllm import frontend
+from k3plan.engines.vllm.all2all_buffers import A2A_ENV, HT_NO_GRAPHS_SOURCE, ht_disables_graphs, read_a2a_env
 from k3plan.engines.vllm.attention_config import SM100_FAMILY, fp4_indexer, read_attention
-from k3plan.engines.vllm.cudagraph import ESTIMATE_ENV, read_compilation, with_capture_sizes, with_max_capture
+from k3plan.engines.vllm.cudagraph import (
+    ESTIMATE_ENV,
+    CompilationRead,
+    read_compilation,
+    with_capture_sizes,
+    with_max_capture,
+)
 from k3plan.engines.vllm.engram import ENGRAM_WHEEL_FROM, read_engram
 from k3plan.engines.vllm.engram import ENV as ENGRAM_ENV
 from k3plan.engines.vllm.eplb import EPLB_WINDOW_DEFAULT
@@ -107,6 +114,20 @@ VLLM_HUGE_TIER_FROM = (0, 28, 0)
 VLLM_HUGE_SOURCE = (
     "vllm 0.28.0 wheel vllm/engine/arg_utils.py EngineArgs.get_batch_defaults (>= 160 GiB: 16384 / 1024; "
     "vllm-project/vllm#51726)"
+)
+# from 0.20.0 a command whose MoE runs the batched DP all2all (--all2all-backend deepep_low_latency or nixl_ep with
+# --enable-expert-parallel and DP > 1: ParallelConfig.use_batched_dp_moe) and sets no --max-num-batched-tokens gets
+# SchedulerConfig.DEFAULT_MAX_NUM_BATCHED_TOKENS_FOR_BATCHED_DP, 256, whatever the device (and max_num_seqs cut to it);
+# the 0.19.0 wheel has no such default (its low-latency buffers take VLLM_MOE_DP_CHUNK_SIZE: engines/vllm/
+# all2all_buffers.py)
+BATCHED_DP_DEFAULT_FROM = (0, 20, 0)
+BATCHED_DP_BACKENDS = ("deepep_low_latency", "nixl_ep")
+BATCHED_DP_DEFAULT_TOKENS = 256
+BATCHED_DP_SOURCE = (
+    "vllm 0.20.0 and 0.33.0 wheels (PyPI) vllm/engine/arg_utils.py EngineArgs."
+    "_set_default_max_num_seqs_and_batched_tokens_args (parallel_config.use_batched_dp_moe: "
+    "SchedulerConfig.DEFAULT_MAX_NUM_BATCHED_TOKENS_FOR_BATCHED_DP = 256, vllm/config/scheduler.py; "
+    "vllm/config/parallel.py ParallelConfig.use_batched_dp_moe: deepep_low_latency / nixl_ep, EP, DP > 1)"
 )
 # vLLM's extensible KV cache switch (CacheConfig.enable_extensible_kv_cache, 0.34.0): read where the release has it
 EXTENSIBLE_FLAG_NAME = "--enable-extensible-kv-cache"
@@ -384,10 +405,11 @@ STALE_ENV = frozenset(
 )
 STALE_FROM = (0, 26, 0)
 # the variables of KNOWN_ENV read on this family's commands only (k3plan.engines.serve refuses them on another's)
-OWN_ENV = STALE_ENV
+OWN_ENV = STALE_ENV | A2A_ENV
 KNOWN_ENV = frozenset(
     {LONG_CONTEXT_ENV, UNIFIED_POOL_ENV, ENGRAM_ENV, FLASHINFER_INT4_ENV, ESTIMATE_ENV}
     | STALE_ENV
+    | A2A_ENV
     | tpu_inference_serve.KNOWN_ENV
 )
 
@@ -796,7 +818,18 @@ def read(r: Reading) -> None:
         if large and "a100" in r.device_name.lower()
         else VLLM_DEFAULTS_SOURCE
     )
-    if r.chunk is None:
+    batched_dp = (
+        r.platform != "tpu"
+        and (r.release is None or r.release >= BATCHED_DP_DEFAULT_FROM)
+        and r.flags.get("--all2all-backend") in BATCHED_DP_BACKENDS
+        and r.expert_parallel
+        and r.dp > 1
+    )
+    if r.chunk is None and batched_dp:  # the batched DP MoE's default (BATCHED_DP_SOURCE)
+        r.chunk = BATCHED_DP_DEFAULT_TOKENS
+        source = BATCHED_DP_SOURCE
+        r.chunk_source = f"vLLM's default max_num_batched_tokens {r.chunk}: {source}"
+    elif r.chunk is None:
         r.chunk = 16384 if huge else 8192 if large else 2048
         r.chunk_source = f"vLLM's default max_num_batched_tokens {r.chunk}: {source}"
     old_read = r.platform != "tpu" and r.release is not None and BATCH_CHECK_READ[0] <= r.release < BATCH_CHECK_READ[1]
@@ -849,6 +882,14 @@ def read(r: Reading) -> None:
         if sizes is not None:
             comp = with_capture_sizes(comp, sizes)
         r.compilation = read_compilation(comp, enforce_eager=eager is not None and eager.lower() not in ("false", "0"))
+        vendor = "amd" if r.device_name.lower().startswith("amd") else "nvidia"
+        a2a = r.options.get("all2all_backend")  # launch_flags took the flag
+        if r.compilation.mode != "NONE" and ht_disables_graphs(backend=a2a, dp=r.dp, release=r.release, vendor=vendor):
+            r.compilation = CompilationRead(mode="NONE")
+            r.caveats.append(
+                f"--all2all-backend {a2a} at DP {r.dp}: vLLM sets cudagraph_mode NONE, no graphs captured "
+                f"({HT_NO_GRAPHS_SOURCE})"
+            )
     else:  # CUDA graphs: none on a TPU
         r.ignored += [f for f, v in (("--max-cudagraph-capture-size", top), ("--cudagraph-capture-sizes", sizes)) if v]
     override = get("--num-gpu-blocks-override", None)
@@ -907,6 +948,25 @@ def read(r: Reading) -> None:
             f"a TPU platform's; on {r.device_name or 'a GPU'} vLLM has no such key: remove it"
         )
     flashinfer_int4(r)
+    read_deepep_env(r)
+
+
+def read_deepep_env(r: Reading) -> None:
+    """The DeepEP buffers' size variables (engines/vllm/all2all_buffers.py A2A_ENV): read where the command makes
+    DeepEP's buffers on NVIDIA (priced in the start check), listed where it makes none."""
+    vendor = "tpu" if r.platform == "tpu" else "amd" if r.device_name.lower().startswith("amd") else "nvidia"
+    used = read_a2a_env(
+        r.env,
+        backend=r.options.get("all2all_backend"),  # launch_flags took the flag
+        expert_parallel=r.expert_parallel,
+        dp=r.dp,
+        vendor=vendor,
+    )
+    given = [k for k in r.env if k in A2A_ENV]
+    if used:
+        r.env_read.update(given)
+    else:
+        r.ignored += [f"{k}={r.env[k]}" for k in given]
 
 
 def check_env(env: dict[str, str], *, stack: str = "") -> None:
