@@ -177,7 +177,11 @@ def test_rocm_keeps_the_3_gib_floor(cli):
     margin = ext.margin_bytes(new["activation_bytes"], platform="rocm")
     assert margin >= 3 * GiB
     v = new["kv_pool_bytes"] + new["weights_bytes"] + new["non_torch_bytes"] + margin + new["activation_bytes"]
-    assert new["kv_pool_bytes"] - old["kv_pool_bytes"] == v - int(v * 0.92) - margin
+    # 0.34.0 holds the MoE workspace resident and keeps the larger of the sampler's tensors and the forward's other
+    # temporaries (k3plan's, smaller than the workspace here, so whole) free: more than 0.33.0's single peak by this
+    moved = new["activation_bytes"] + new["non_torch_bytes"] - old["activation_bytes"]
+    assert 0 <= moved < 0.1 * GiB
+    assert new["kv_pool_bytes"] - old["kv_pool_bytes"] == v - int(v * 0.92) - margin - moved
 
 
 def test_auto_fit_leaves_the_null_block():

@@ -729,6 +729,7 @@ def engine_sizing(
         )
     hbm_worker = None
     held_workspace = 0  # the MoE workspace in the profile peak (moe_workspace.py)
+    sampler_alone = 0  # the sampler warm-up's live tensors alone (GPU vLLM)
     if kv_pool_method == "utilization_minus_resident":
         from k3plan.engines.registry import hbm_worker_for
 
@@ -750,6 +751,7 @@ def engine_sizing(
             vocab_size=vocab_size,
             release=release,
         )
+        sampler_alone = sampler
         if moe_workspace is not None and moe_workspace[0]:
             held_workspace = moe_workspace[0]
             if sampler:
@@ -925,9 +927,15 @@ def engine_sizing(
             if held_workspace:
                 # the MoE workspace stays allocated after the profile run: resident to the extensible cache's
                 # measurement (non_kv_used), not part of the peak over current it keeps free
+                # the peak over current: the sampler's live tensors or the forward's other temporaries, k3plan's
+                # temporaries less the workspace where they can hold it, whole where they are smaller than it (a
+                # workspace larger than k3plan's forward, e.g. DP's gathered rows, comes on top of the forward)
+                fwd = temp_bytes - held_workspace if temp_bytes >= held_workspace else temp_bytes
                 act = Figure(
-                    max(int(act.value) - held_workspace, 0),
-                    act.source + f"; less the MoE workspace ({held_workspace:,} B), counted resident, not transient",
+                    max(sampler_alone, fwd, 0),
+                    act.source + f"; less the MoE workspace ({held_workspace:,} B), counted resident, not transient "
+                    f"(the transient: the larger of the sampler's {sampler_alone:,} B and the forward's other "
+                    f"temporaries, {fwd:,} B)",
                 )
             non_torch = Figure(
                 non_torch.value + held_workspace,
