@@ -503,7 +503,7 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
     if q.dense_mlp_whole is not None:
         opts["dense_mlp_whole"] = q.dense_mlp_whole
     # the dense MLP and the shared experts over the engine's whole TP group under DP attention, where the command's
-    # release holds them so (SGLang 0.4.7-0.4.10: Stack.with_mlp_whole_tp): the budget, the engine's sizing and the step
+    # release holds them so (SGLang 0.4.3-0.5.23 read: Stack.with_mlp_whole_tp): the budget, the engine's sizing and the step
     if q.mlp_whole_tp is not None:
         opts["mlp_whole_tp"] = q.mlp_whole_tp
     if q.decode_graph_bs is not None or q.decode_graph_cap is not None or q.decode_graph_off:

@@ -154,7 +154,7 @@ class Reading:
     # engines/sglang/serve.py dense_tp); None: the stack's own split
     dense_mlp_whole: Any = None
     # (roles, Cite): the dense MLP / shared-expert roles the engine splits over its whole TP group under DP attention
-    # (SGLang 0.4.7-0.4.10: engines/sglang/serve.py mlp_whole_tp; Stack.with_mlp_whole_tp); None: the stack's own split
+    # (SGLang 0.4.3-0.5.23 read: engines/sglang/serve.py mlp_whole_tp; Stack.with_mlp_whole_tp); None: the stack's own split
     mlp_whole_tp: Any = None
     # (copies, why): the engine holds the routed experts ``copies`` times a rank where the checkpoint's are block FP8
     # (SGLang 0.4.8.post1-0.4.9.post4's EP MoE under aiter: engines/sglang/ep_moe_copy.py; fit checks the format and

@@ -674,7 +674,7 @@ class Stack(Spec):
     def with_mlp_whole_tp(self, roles: tuple[str, ...], cite: Cite | None) -> Stack:
         """The stack with the MLP of ``roles`` (``dense_mlp``, ``shared_expert``) split over the whole TP group, every
         device of a stage (the roles' override ``mlp: tp_x_dp``, cited by ``cite``, where the engine holds them so
-        under DP attention: SGLang 0.4.7-0.4.10); no roles or no cite: as it is."""
+        under DP attention: SGLang, engines/sglang/serve.py mlp_whole_tp); no roles or no cite: as it is."""
         if cite is None or not roles:
             return self
         sh = self.sharding

@@ -68,12 +68,13 @@ def test_moe_dense_tp_size_1_holds_the_dense_mlp_whole_on_every_gpu(cli):
 
 
 def test_moe_dense_tp_size_under_dp_attention_and_where_the_class_does_not_read_it(cli):
-    # DP attention at TP 8 / DP 8: the attention-TP group is one GPU, where the dp-attention stack holds the dense MLP
-    # whole already
+    # DP attention at TP 8 / DP 8: without the flag SGLang splits the dense MLP over the whole TP group, 8 GPUs, not
+    # the one-GPU attention-TP group (engines/sglang/serve.py mlp_whole_tp); with it, whole on every GPU
     dpa = V3 + " --dp 8 --enable-dp-attention --moe-a2a-backend deepep"
     assert (
         _engine(cli, dpa + " --moe-dense-tp-size 1", "0.5.15")["weights_bytes"]
-        == _engine(cli, dpa, "0.5.15")["weights_bytes"]
+        - _engine(cli, dpa, "0.5.15")["weights_bytes"]
+        == _dense_mlp_bytes() * 7 // 8
     )
     # DeepSeek-V4 has no dense layer; Kimi-K3's KimiK3MLP takes its group from --enable-dense-mlp-attn-tp
     for model in ("deepseek-ai/DeepSeek-V4-Pro", "moonshotai/Kimi-K3"):

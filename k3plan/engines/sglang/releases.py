@@ -157,9 +157,15 @@ BY_RELEASE_RULES: tuple[tuple[tuple[str, ...], str], ...] = (
 
 # what changed in the releases read that k3plan does not price yet, each with the release it changed in
 NOT_PRICED = (
-    "0.4.x-0.5.11: the weights' layouts of those releases (as read in the 0.4.6.post2 wheel, models/deepseek_v2.py: "
-    "the embedding whole on every GPU under DP attention): priced as the newest release holds them, but for the EP "
-    "MoE's second copy of the FP8 experts under aiter in 0.4.8.post1-0.4.9.post4 (engines/sglang/ep_moe_copy.py). DeepSeek-V3's shared expert cloned tp_size times is priced for 0.4.6 on NVIDIA (SHARED_CLONES_FROM); "
+    "0.4.x-0.5.12: the weights' layouts of those releases: under DP attention the embedding whole on every GPU (the "
+    "0.4.3-0.4.8, 0.4.10 and 0.5.6 wheels, models/deepseek_v2.py VocabParallelEmbedding enable_tp=not "
+    "enable_dp_attention; 0.4.9 and 0.5.11-0.5.23 split it over the attention-TP group, the same bytes at attention "
+    "TP 1) and 0.4.3's LM head a bf16 ReplicatedLinear; 0.4.6.post2's absorbed w_kc / w_vc in FP8 with block scales on "
+    "SM 90 (DeepseekV2ForCausalLM.post_load_weights use_deep_gemm_bmm under _ENABLE_JIT_DEEPGEMM; 0.4.6.post3 "
+    "dequantizes unless SGL_USE_DEEPGEMM_BMM), priced in bf16: priced as the newest release holds them, but for the "
+    "EP MoE's second copy of the FP8 experts under aiter in 0.4.8.post1-0.4.9.post4 (engines/sglang/ep_moe_copy.py) "
+    "and the dense MLP / shared experts over the whole TP group under DP attention (serve.py mlp_whole_tp). "
+    "DeepSeek-V3's shared expert cloned tp_size times is priced for 0.4.6 on NVIDIA (SHARED_CLONES_FROM); "
     "not on an AMD GPU, where 0.4.6-0.4.6.post3 clone it (gfx94x / gfx95x report capability >= (9, 0)) and "
     "0.4.6.post4-0.4.6.post5 do not (_is_cuda), nor under --n-share-experts-fusion in 0.4.5",
     "0.5.3-0.5.11: the reserve derivation's GPU classes below 35 GiB (chunked_prefill_size 2048, cuda_graph_max_bs "

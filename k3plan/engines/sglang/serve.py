@@ -1067,46 +1067,98 @@ def dense_tp(r: Reading) -> None:
     r.dense_mlp_whole = DENSE_WHOLE
 
 
-# Under DP attention SGLang's tp_size is every GPU of a stage (attention TP x dp_size), and a DeepseekV2DecoderLayer
-# model builds its dense layers' MLP and its MoE's shared experts over that whole TP group: DeepseekV2MLP with tp_rank
-# / tp_size None, which the parallel linears read as get_tensor_model_parallel_world_size() -- the dense MLP unless
-# enable_moe_dense_fully_dp() (--moe-dense-tp-size 1: dense_tp above), the shared experts unless DeepEP runs (tp_size 1)
-# or they are fused into the routed MoE (on CUDA without EP from 0.4.7: then FusedMoE splits them over the same
-# group, the same bytes a GPU). k3plan's dp-attention stack holds both on the attention-TP group (mlp: tp; the shared
-# experts whole): priced here over the whole group (Stack.with_mlp_whole_tp) for the 0.4.7-0.4.10 releases read; the
-# 0.5.23 wheel builds them alike (parallel_group "tp" unless is_dense_ffn_fully_dp() or an all-to-all backend), but
-# the releases between were not read, so from 0.5.0 on the stack's own split stays
-MLP_WHOLE_TP_FROM: Release = (0, 4, 7)
-MLP_WHOLE_TP_UNTIL: Release = (0, 5, 0)  # the first release not read for it
+# Under DP attention SGLang splits the attention over the attention-TP group (tp_size // dp_size) and builds
+# DeepseekV2DecoderLayer's MLPs over the whole TP group, every GPU of the server: a dense layer's DeepseekV2MLP takes
+# tp_rank / tp_size None (the linear layers' default, get_tensor_model_parallel_world_size(); 0.5.22-0.5.23
+# parallel_group 'tp', get_parallel().tp_group) unless --moe-dense-tp-size 1 holds it whole (dense_tp above); the
+# shared experts' DeepseekV2MLP likewise, held whole (tp_size 1) only under DeepEP / an all-to-all backend and, from
+# 0.5.6, the FP4 all-gather of the flashinfer_cutlass runner (should_use_flashinfer_cutlass_moe_fp4_allgather: a
+# ModelOpt FP4 checkpoint with moe_ep_size == attn_dp_size) or, from 0.5.12, SGLANG_SHARED_EXPERT_TP1; a shared expert
+# fused into the routed MoE is a FusedMoE expert split over moe_tp_size = tp_size // ep_size, 1/tp_size without EP (the
+# same bytes). k3plan's dp-attention stack splits the MLPs over its tp, the attention-TP group (engines/dp_attention/
+# stack.yaml sharding mlp; the shared experts whole), which TPU serving reads too: the SGLang command sets the split
+# over the whole TP group as the roles' override (Stack.with_mlp_whole_tp). 0.4.6's fused clones (shared_fusion) are
+# one whole shared expert a GPU, and from 0.5.6 an AMD GPU under expert parallelism holds the fused one split over
+# tp_size // ep_size (whole at ep = tp_size): both kept whole
 MLP_WHOLE_TP_SOURCE = Source(
     repo=SGLANG,
     file="python/sglang/srt/models/deepseek_v2.py",
-    symbol="DeepseekV2DecoderLayer.__init__ (a dense layer's DeepseekV2MLP(tp_rank=mlp_tp_rank, tp_size=mlp_tp_size), "
-    "None, None unless enable_moe_dense_fully_dp()) and DeepseekV2MoE.__init__ (shared_experts = DeepseekV2MLP(..., "
-    "**(dict(tp_rank=0, tp_size=1) if global_server_args_dict['enable_deepep_moe'] else {}))); layers/linear.py "
-    "MergedColumnParallelLinear / RowParallelLinear (tp_size None: get_tensor_model_parallel_world_size(), the whole TP "
-    "group)",
-    note="read in the sglang 0.4.7, 0.4.8, 0.4.8.post1, 0.4.9, 0.4.9.post2, 0.4.9.post4 and 0.4.10 wheels (PyPI); the "
-    "0.5.23 wheel builds them alike (DeepseekV2MLP parallel_group 'tp'), 0.5.0-0.5.22 not read for it",
+    symbol="DeepseekV2DecoderLayer.__init__ (a dense layer's DeepseekV2MLP(tp_rank=None, tp_size=None) where "
+    "moe_dense_tp_size != 1; 0.5.23 parallel_group='tp'); DeepseekV2MoE.__init__ (shared_experts DeepseekV2MLP with "
+    "tp_rank=0, tp_size=1 only where enable_deepep_moe (0.4.5-0.4.10) or an all-to-all backend, "
+    "should_use_flashinfer_cutlass_moe_fp4_allgather() or SGLANG_SHARED_EXPERT_TP1: else the TP group); "
+    "layers/linear.py MergedColumnParallelLinear / RowParallelLinear (tp_size None: "
+    "get_tensor_model_parallel_world_size(), the whole TP group; 0.5.23 _resolve_linear_group('tp'))",
+    note="read in the sglang 0.4.3, 0.4.5, 0.4.6, 0.4.6.post2, 0.4.7, 0.4.8, 0.4.8.post1, 0.4.9, 0.4.9.post2, "
+    "0.4.9.post4, 0.4.10, 0.5.6, 0.5.15 and 0.5.23 wheels (PyPI); the attention over get_attention_tp_size() "
+    "(layers/dp_attention.py compute_dp_attention_world_info: attn_tp_size = tp_size // dp_size); the FP4 all-gather "
+    "condition in the 0.5.6 and 0.5.11-0.5.23 wheels (not in 0.4.10), SGLANG_SHARED_EXPERT_TP1 in the 0.5.12-0.5.23 "
+    "wheels (not in 0.5.11)",
 )
 MLP_WHOLE_TP = Cite(
-    holds="under DP attention SGLang 0.4.7-0.4.10 split a DeepSeek-V3-class model's dense-layer MLP and its shared "
-    "experts over the whole TP group, tp_size = attention TP x dp_size (every GPU of a stage), without "
-    "--moe-dense-tp-size 1 (the dense MLP) or DeepEP (the shared experts)",
+    holds="under DP attention SGLang splits a DeepSeek-V3-class model's dense-layer MLP, and without an all-to-all "
+    "backend its shared experts, over the whole TP group (tp_size = attention TP x dp_size, every GPU of the server), "
+    "not the attention-TP group",
     sources=(MLP_WHOLE_TP_SOURCE,),
 )
+FP4_ALLGATHER_FROM: Release = (0, 5, 6)  # the first wheel read with should_use_flashinfer_cutlass_moe_fp4_allgather
+SHARED_TP1_ENV = "SGLANG_SHARED_EXPERT_TP1"
+SHARED_TP1_ENV_FROM: Release = (0, 5, 12)  # in the 0.5.12 wheel's deepseek_v2.py, not in 0.5.11's
+
+
+def _dp_shared_whole_tp(r: Reading, model: str, release: Release) -> bool:
+    """Whether SGLang splits DeepSeek-V3-class shared experts over its whole TP group under DP attention
+    (``MLP_WHOLE_TP``); False where it holds them whole on every GPU (k3plan's dp-attention rule), with a caveat where
+    it holds a share k3plan does not price."""
+    if r.options.get("moe_a2a_backend", SGLANG_A2A_DEFAULT) != "none":
+        return False  # DeepEP and the other all-to-all backends: tp_size 1, whole
+    if SHARED_CLONES_FROM <= release < SHARED_ONE_FROM and model.startswith(SHARED_CLONE_MODELS):
+        if r.device_name.startswith("amd-"):
+            r.caveats.append(
+                f"SGLang {release_text(release)} on an AMD GPU under DP attention: 0.4.6-0.4.6.post3 clone DeepSeek-V3's "
+                "shared expert tp_size times into the routed MoE (one whole a GPU, as priced), 0.4.6.post4-0.4.6.post5 "
+                f"split it over the whole TP group ({SHARED_CLONES_SOURCE})"
+            )
+        return False  # 0.4.6's tp_size clones: one whole shared expert a GPU
+    ep = r.ep or 1
+    if release >= SHARED_EP_FROM and ep > 1 and r.device_name.startswith("amd-") and model.startswith(SHARED_EP_MODELS):
+        overlap = release >= SHARED_EP_OVERLAP_FROM and "two_batch_overlap" in r.prefill_conditions
+        if not overlap:
+            if ep != r.tp:
+                r.caveats.append(
+                    f"SGLang {release_text(release)} on an AMD GPU at --ep-size {ep} of --tp-size {r.tp}: each EP rank "
+                    f"holds the fused shared expert split {r.tp // ep} ways (moe_tp_size); k3plan holds it whole "
+                    f"({SHARED_EP_SOURCE.note})"
+                )
+            return False  # fused, every EP rank a local copy: whole at ep = tp_size
+    runner = r.get("--moe-runner-backend", None)
+    if (
+        release >= FP4_ALLGATHER_FROM
+        and runner == "flashinfer_cutlass"
+        and fp4_storage(model) == "nvfp4"
+        and ep == r.dp
+    ):
+        return False  # the FP4 all-gather: tp_size 1, whole
+    on = r.env.get(SHARED_TP1_ENV)
+    if on is not None and release >= SHARED_TP1_ENV_FROM:
+        r.env_read.add(SHARED_TP1_ENV)
+        if env_on(on):
+            return False
+    return True
 
 
 def mlp_whole_tp(r: Reading) -> None:
     """The dense MLP and the shared experts over SGLang's whole TP group under DP attention (``MLP_WHOLE_TP``):
-    ``Reading.mlp_whole_tp``, the roles it moves, for DeepseekV2DecoderLayer's models in 0.4.7-0.4.10."""
+    ``Reading.mlp_whole_tp``, the roles it moves, for DeepseekV2DecoderLayer's models (DeepSeek-V3 / R1, Kimi-K2.x)
+    in every release read (0.4.3-0.5.23)."""
+    if not r.dp_attention or r.dp <= 1:
+        return
+    model = _bundled(r)
+    if not model.startswith(DENSE_TP_MODELS):
+        return
     release = r.release if r.release is not None else NEWEST_RELEASE
-    if not r.dp_attention or r.dp <= 1 or not MLP_WHOLE_TP_FROM <= release < MLP_WHOLE_TP_UNTIL:
-        return
-    if not _bundled(r).startswith(DENSE_TP_MODELS):
-        return
     roles: tuple[str, ...] = () if r.dense_mlp_whole is not None else ("dense_mlp",)
-    if r.options.get("moe_a2a_backend", SGLANG_A2A_DEFAULT) == "none" and r.shared_expert_whole is None:
+    if r.shared_expert_whole is None and _dp_shared_whole_tp(r, model, release):
         roles += ("shared_expert",)
     if roles:
         r.mlp_whole_tp = (roles, MLP_WHOLE_TP)
