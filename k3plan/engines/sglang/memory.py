@@ -142,6 +142,13 @@ FREE_BEFORE_LOAD: dict[str, tuple[int, str]] = {
         "and 0.5.0rc2 wheels (built 2025-08-08 and 2025-08-14), with a DeepSeek-R1 NVFP4 checkpoint k3plan does not "
         "bundle: the figure is the GPU's before any weight, not the model's)",
     ),
+    "nvidia-b300": (
+        round((161.06 + 104.24) * GiB),
+        "SGLang's free memory before loading on a B300 at TP 8, 265.30 GiB: '[2026-08-13 05:02:26 TP0] Load weight end. "
+        "elapsed=230.97 s, type=DeepseekV4ForCausalLM, quant=fp8, fmt=e4m3, avail mem=161.06 GB, mem usage=104.24 GB' "
+        "(TP1's 161.03 + 104.27, the same) (SemiAnalysisAI/InferenceX-app@a9df318e agentic-memory-sglang.json, log "
+        "439758, SGLang 0.5.17, DeepSeek-V4-Pro: tests/engines/cases/sglang-inferencex-app-dsv4-pro-b300-tp8-mtp.yaml)",
+    ),
     "amd-mi300x": (
         round((100.32 + 90.07) * GiB),
         "SGLang's free memory before loading on an MI300X at TP 16 over two nodes, 190.39 GiB: 'Load weight end. ... "
