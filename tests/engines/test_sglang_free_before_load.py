@@ -43,10 +43,10 @@ def test_the_b200_figure_is_the_load_lines_of_a_b200_log(cli):
 def test_a_gpu_without_such_a_log_counts_from_its_usable_hbm_and_says_the_rest_is_unpriced(cli):
     from k3plan.hardware import load_hardware
 
-    assert "nvidia-b300" not in FREE_BEFORE_LOAD
-    eng = _engine(cli, "nvidia-b300")
+    assert "amd-mi325x" not in FREE_BEFORE_LOAD
+    eng = _engine(cli, "amd-mi325x")
     assert (
-        eng["kv_pool_bytes"] == int(0.9 * load_hardware("nvidia-b300").usable_bytes_per_device) - eng["weights_bytes"]
+        eng["kv_pool_bytes"] == int(0.9 * load_hardware("amd-mi325x").usable_bytes_per_device) - eng["weights_bytes"]
     )
     assert "CUDA context" in eng["unpriced"]
     assert "beyond the logged free memory before loading" in _engine(cli, "nvidia-h200")["unpriced"]
