@@ -35,6 +35,7 @@ from k3plan.engines.vllm.dsv4_pages import (
     V41_BLOCK_SOURCE,
     Dsv4Pages,
     dsv4_pages,
+    dsv4_unified_pages,
     dsv41_pages,
     v4_groups_block,
     v41_default_block,
@@ -631,13 +632,15 @@ def engine_sizing(
     eplb_state: tuple[int, str] | None = None,
     moe_workspace: tuple[int, str] | None = None,
     rocm_moe: tuple[int, str] | None = None,
+    hybrid_kv_off: bool = False,
 ) -> EngineSizing | None:
     """The sizing of the stack's engine from a fit's numbers; None where the stack's pool is not vLLM's
     (kv_pool method utilization_minus_profile: GPU vLLM; utilization_minus_resident: the torch_tpu plugin).
     ``cudagraph``: vLLM's CUDA-graph estimate for the command (engines/vllm/cudagraph.py), subtracted with the
     non-torch memory (Worker.determine_available_memory: requested - non-KV - the estimate); None: not priced.
     ``release``: the vLLM release the command runs (fit --engine-version, else the newest read: engines/vllm/
-    releases.py; None: the code each rule cites).
+    releases.py; None: the code each rule cites). ``hybrid_kv_off``: --disable-hybrid-kv-cache-manager on
+    DeepSeek-V4, its caches in one group of full-attention pages (engines/vllm/dsv4_pages.py dsv4_unified_pages).
     ``hidden_size``, ``attention_heads`` (a device's), ``q_lora_rank``: the model's, for DeepSeek-V4's model buffers and
     dummy forward (0: not priced); ``tp_attention``: the attention TP group the logits are gathered over.
     ``in_flight``: the batches of max_num_batched_tokens a windowed V4 group holds pages for, the stack's
@@ -727,7 +730,11 @@ def engine_sizing(
     if dsv4 is not None and groups_block:
         # the MTP layers' caches: layers of their compress ratios
         dsv4 = with_mtp_layers(dsv4, draft.dsv4_mtp_ratios if draft is not None else ())
-        pages = dsv4_pages(dsv4, block_tokens=groups_block, release=release)
+        pages = (
+            dsv4_unified_pages(dsv4, block_tokens=groups_block)
+            if hybrid_kv_off
+            else dsv4_pages(dsv4, block_tokens=groups_block, release=release)
+        )
     elif (
         dsv4 is not None
         and dsv4.csa2 is not None
