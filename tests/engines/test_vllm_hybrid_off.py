@@ -79,3 +79,14 @@ def test_the_logged_tokens_follow_the_release_s_form():
     assert old.kv_pool_tokens.value == blocks // 4 * 1472
     per_request = -(-1_048_576 // 1472) + 3
     assert new.kv_pool_tokens.value == int(blocks / per_request * 1_048_576)
+
+
+def test_before_0_21_the_native_offload_needs_the_manager_off_or_the_simple_connector():
+    """vllm 0.20.0 wheel: the HMA rules run before the offload's kv_transfer_config exists, and OffloadingConnector is
+    not SupportsHMA (it is from 0.21.0); SimpleCPUOffloadConnector is."""
+    with pytest.raises(K3PlanError, match="does not support HMA"):
+        parse_serve(f"{V4} --kv-offloading-size 2200", platform="gpu", release=(0, 20, 0))
+    ok = parse_serve(f"VLLM_USE_SIMPLE_KV_OFFLOAD=1 {V4} --kv-offloading-size 2200", platform="gpu", release=(0, 20, 0))
+    assert "--kv-offloading-size" in ok.ignored
+    later = parse_serve(f"{V4} --kv-offloading-size 2200", platform="gpu", release=(0, 26, 0))
+    assert "--kv-offloading-size" in later.ignored

@@ -434,7 +434,13 @@ def vllm_kv_pool(
     if tokens_by_concurrency:
         tokens = int(conc * max_model_len)
         tokens_src = (
-            f"int(max concurrency {conc:.4f} x max_model_len {max_model_len:,}): {TOKENS_BY_CONCURRENCY_SOURCE}"
+            f"int(max concurrency {conc:.4f} x max_model_len {max_model_len:,}"
+            + (
+                f", DCP {dcp} in the concurrency: cdiv(max_model_len, {dcp}) tokens a rank, {DCP_SOURCE}"
+                if dcp > 1
+                else ""
+            )
+            + f"): {TOKENS_BY_CONCURRENCY_SOURCE}"
         )
     elif dsv4 is not None:  # to 0.20.0: every V4 group's blocks over the groups, at the smallest group's block
         least = min(g.block_tokens for g in dsv4.groups)

@@ -668,16 +668,17 @@ UNIFORM_KV_MODELS = ("deepseek-r1", "deepseek-v3", "kimi-k2")
 STATE_KV_MODELS = ("kimi-k3", "kimi-linear")
 
 
-def read_hybrid_off(r: Reading) -> None:
+def read_hybrid_off(r: Reading) -> bool:
     """--disable-hybrid-kv-cache-manager (the comment above): DeepSeek-V4's caches unified where the release's
     conversion was read, nothing changed for a model of one spec, refused with the engine's error or what was not
-    read otherwise; --no-disable-hybrid-kv-cache-manager (vLLM's default without a connector) listed."""
+    read otherwise; --no-disable-hybrid-kv-cache-manager (vLLM's default without a connector) listed. True where the
+    command turns the manager off."""
     value = r.get(HYBRID_OFF_FLAG, None)
     if value is None:
-        return
+        return False
     if value.strip().lower() in ("false", "0"):
         r.ignored.append("--no-" + HYBRID_OFF_FLAG[2:])
-        return
+        return False
     model = r.resolve(r.model) if r.resolve is not None and r.model else ""
     ver = r.release
     at = f"vLLM {release_text(ver)}" if ver is not None else "vLLM"
@@ -705,7 +706,7 @@ def read_hybrid_off(r: Reading) -> None:
                 f"{HYBRID_OFF_FLAG}: every DeepSeek-V4 cache (window, compressor states) a full-attention page held for "
                 f"every token, in one group ({UNIFIED_SOURCE})"
             )
-            return
+            return True
     elif not model.startswith(UNIFORM_KV_MODELS):
         why = f"what it changes for {model or r.model} was not read"
     elif ver is not None and ver >= MEASURED_POOL_FROM:
@@ -713,15 +714,41 @@ def read_hybrid_off(r: Reading) -> None:
     if why:
         raise K3PlanError(f"--serve: {HYBRID_OFF_FLAG} at {at}: {why}; remove it to price the manager on")
     r.ignored.append(HYBRID_OFF_FLAG)  # every layer one spec: unify_hybrid_kv_cache_specs returns at once
+    return True
 
 
-def read_offload_env(r: Reading) -> None:
+# Before 0.21.0 vLLM decides the hybrid manager before the offload's kv_transfer_config exists (VllmConfig.__post_init__
+# runs the HMA rules, then _post_init_kv_transfer_config), so it stays on, and the connector factory refuses a connector
+# that is not SupportsHMA: OffloadingConnector is not in the 0.18.0 and 0.20.0 wheels (PyPI; it is from 0.21.0),
+# SimpleCPUOffloadConnector (VLLM_USE_SIMPLE_KV_OFFLOAD=1, from 0.20.0) is (vllm/distributed/kv_transfer/kv_connector/
+# factory.py KVConnectorFactory.create_connector)
+OFFLOAD_HMA_READ = ((0, 18, 0), (0, 21, 0))  # [first read, first where OffloadingConnector is SupportsHMA)
+OFFLOAD_HMA_SOURCE = (
+    "vllm 0.18.0 / 0.20.0 wheels (PyPI) vllm/config/vllm.py VllmConfig.__post_init__ (the HMA rules before "
+    "_post_init_kv_transfer_config), distributed/kv_transfer/kv_connector/factory.py create_connector, "
+    "v1/offloading_connector.py (SupportsHMA from the 0.21.0 wheel)"
+)
+
+
+def read_offload_env(r: Reading, *, hybrid_off: bool = False) -> None:
     """VLLM_USE_SIMPLE_KV_OFFLOAD: which connector the native CPU offload builds (OFFLOAD_SOURCE); neither holds GPU
-    memory before the pool is sized, so it is listed, with a caveat where --kv-offloading-size turns the offload on."""
+    memory before the pool is sized, so it is listed, with a caveat where --kv-offloading-size turns the offload on.
+    The native OffloadingConnector with the hybrid manager on is refused as vLLM refuses it before 0.21.0
+    (OFFLOAD_HMA_SOURCE); ``hybrid_off``: the command turns the manager off."""
     value = r.env.get(SIMPLE_OFFLOAD_ENV)
+    size = r.flags.get("--kv-offloading-size")  # listed by k3plan.engines.serve (IGNORED), read here only
+    backend = (r.flags.get("--kv-offloading-backend") or "native").strip().lower()
+    lo, hi = OFFLOAD_HMA_READ
+    simple = value is not None and env_on(value) and r.release is not None and r.release >= (0, 20, 0)
+    old = r.release is not None and lo <= r.release < hi
+    if size is not None and backend == "native" and r.platform != "tpu" and old and not hybrid_off and not simple:
+        raise K3PlanError(
+            f"--serve: vLLM {release_text(r.release or lo)} refuses --kv-offloading-size with the hybrid KV cache "
+            "manager on: ValueError: Connector OffloadingConnector does not support HMA but HMA is enabled. Please "
+            f"set `--disable-hybrid-kv-cache-manager`. ({OFFLOAD_HMA_SOURCE})"
+        )
     if value is None:
         return
-    size = r.flags.get("--kv-offloading-size")  # listed by k3plan.engines.serve (IGNORED), read here only
     if size is not None and env_on(value):
         r.caveats.append(
             f"{SIMPLE_OFFLOAD_ENV}=1 with --kv-offloading-size {size}: vLLM's SimpleCPUOffloadConnector, its CPU tier "
@@ -951,8 +978,7 @@ def read(r: Reading) -> None:
     override = get("--num-gpu-blocks-override", None)
     r.blocks_override = flag_int("--num-gpu-blocks-override", override) if override is not None else None
     read_kv_cache_memory_bytes(r, get("--kv-cache-memory-bytes", None))
-    read_hybrid_off(r)
-    read_offload_env(r)
+    read_offload_env(r, hybrid_off=read_hybrid_off(r))
     # kernels and the indexer cache's format: nothing k3plan prices, one start check (engines/vllm/attention_config.py)
     r.attention = read_attention(get("--attention-config", None))
     indexer_kv = (r.attention or {}).get("indexer_kv_dtype")
