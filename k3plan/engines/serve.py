@@ -112,6 +112,9 @@ IGNORED = {
     "--max-log-len": 1,
     "--uvicorn-log-level": 1,
     "--disable-uvicorn-access-log": 0,
+    # vLLM's default (the hybrid KV cache manager on), as the DeepSeek-V4 recipes spell it out; the opposite switch,
+    # --disable-hybrid-kv-cache-manager, is read by engines/vllm/serve.py read_hybrid_off
+    "--no-disable-hybrid-kv-cache-manager": 0,
     # which sliding-window / state blocks prefix caching keeps (vllm-project/vllm#52216, merged 2026-08: the
     # VLLM_PREFIX_CACHE_RETENTION_INTERVAL of #43447 as a flag; the vLLM recipes' DeepSeek-V4 lines pass 'auto'):
     # a retention policy over the pool, not its size

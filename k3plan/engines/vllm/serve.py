@@ -120,7 +120,6 @@ VLLM_SWITCHES = {
     "--monokernel",
     EXTENSIBLE_FLAG_NAME,
     "--enable-dbo",  # dual-batch overlap (ParallelConfig.enable_dbo): read_dbo below
-    "--disable-hybrid-kv-cache-manager",  # SchedulerConfig.disable_hybrid_kv_cache_manager: read_hybrid_off below
 }
 # EngineArgs' flags added in the 0.32.0-0.34.0 wheels (PyPI; vllm/engine/arg_utils.py, the fields' configs cited) that
 # change nothing a GPU holds, read and ignored (0: a switch, with its --no- form; 1: a value): metrics histogram
@@ -676,9 +675,13 @@ def read_hybrid_off(r: Reading) -> bool:
     value = r.get(HYBRID_OFF_FLAG, None)
     if value is None:
         return False
+    # a switch (BooleanOptionalAction): its --no- form is listed on every route (k3plan.engines.serve IGNORED); not in
+    # SWITCHES, so that form keeps its own name on SGLang's and tpu-inference's routes too
     if value.strip().lower() in ("false", "0"):
         r.ignored.append("--no-" + HYBRID_OFF_FLAG[2:])
         return False
+    if value.strip().lower() not in ("true", "1", ""):
+        raise K3PlanError(f"--serve: {HYBRID_OFF_FLAG} takes no value (a switch); got {value!r}")
     model = r.resolve(r.model) if r.resolve is not None and r.model else ""
     ver = r.release
     at = f"vLLM {release_text(ver)}" if ver is not None else "vLLM"
