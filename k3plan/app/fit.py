@@ -800,6 +800,7 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         auto_max_model_len=served is not None and served.context_auto,
         num_gpu_blocks_override=None if served is None else served.num_gpu_blocks_override,
         kv_cache_memory_bytes=None if served is None else served.kv_cache_memory_bytes,
+        hybrid_kv_off=served is not None and served.hybrid_kv_off,
         # the command's --gpu-memory-utilization (vLLM's default by release where it sets none: engines/vllm/memory.py)
         utilization_given=served is not None and "gpu_memory_utilization" in served.stack_options,
         state_bytes_per_layer_unpadded=lay.state_bytes_per_layer_unpadded,

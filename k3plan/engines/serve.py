@@ -113,7 +113,7 @@ IGNORED = {
     "--uvicorn-log-level": 1,
     "--disable-uvicorn-access-log": 0,
     # vLLM's default (the hybrid KV cache manager on), as the DeepSeek-V4 recipes spell it out; the opposite switch,
-    # --disable-hybrid-kv-cache-manager, changes the pool's layout and is not read
+    # --disable-hybrid-kv-cache-manager, is read by engines/vllm/serve.py read_hybrid_off
     "--no-disable-hybrid-kv-cache-manager": 0,
     # which sliding-window / state blocks prefix caching keeps (vllm-project/vllm#52216, merged 2026-08: the
     # VLLM_PREFIX_CACHE_RETENTION_INTERVAL of #43447 as a flag; the vLLM recipes' DeepSeek-V4 lines pass 'auto'):
@@ -815,6 +815,9 @@ class ServeQuestion:
     context_auto: bool = False  # vLLM's --max-model-len auto / -1: the engine fits the length to its pool
     num_gpu_blocks_override: int | None = None  # vLLM's --num-gpu-blocks-override: the pool's block count
     kv_cache_memory_bytes: int | None = None  # vLLM's --kv-cache-memory-bytes: the pool a GPU, as given
+    # vLLM's --disable-hybrid-kv-cache-manager where it changes the pool's layout (DeepSeek-V4's caches in one group:
+    # engines/vllm/dsv4_pages.py dsv4_unified_pages)
+    hybrid_kv_off: bool = False
     block_size: int | None = None  # --block-size as given
     env: dict[str, str] = field(default_factory=dict)  # VAR=value prefixes
     # --engram-config's placement as k3plan's --engram ("hbm" / "host"); None: the engine's default
@@ -1158,6 +1161,7 @@ def parse_serve(
         context_auto=r.context_auto,
         num_gpu_blocks_override=r.blocks_override,
         kv_cache_memory_bytes=r.kv_cache_memory_bytes,
+        hybrid_kv_off=r.hybrid_kv_off,
         block_size=r.block,
         env=env,
         engram=r.engram,

@@ -166,6 +166,7 @@ class Reading:
     engram_flag: bool = False  # --engram-config given (an engine refuses it for a model without Engram)
     blocks_override: int | None = None
     kv_cache_memory_bytes: int | None = None  # vLLM's --kv-cache-memory-bytes: the pool as given
+    hybrid_kv_off: bool = False  # vLLM's --disable-hybrid-kv-cache-manager, where it changes the pool's layout
     block: int | None = None
     stack: str = ""
     caveats: list[str] = field(default_factory=list)

@@ -201,3 +201,18 @@ def test_before_0_27_vllm_reports_a_request_s_bytes_over_the_first_group_s_page(
     assert new.reported_blocks_per_request(
         max_model_len=context, max_num_batched_tokens=8192
     ) == new.blocks_per_request(max_model_len=context, max_num_batched_tokens=8192)
+
+
+def test_with_the_hybrid_manager_off_every_v4_cache_is_a_full_page_in_one_group(pro):
+    """InferenceX's DeepSeek-V4-Pro CPU-offload arm on B300 (vLLM 0.20.0, --disable-hybrid-kv-cache-manager, block 256,
+    1,000,000 tokens; SemiAnalysisAI/InferenceX@1a7c16c9, the commit that dropped it, quotes the start check): '442.99
+    GiB KV cache is needed ... available KV cache memory (104.74 GiB) ... estimated maximum model length is 236288'."""
+    from k3plan.engines.vllm.dsv4_pages import dsv4_unified_pages
+    from k3plan.units import GiB
+
+    p = dsv4_unified_pages(pro, block_tokens=256)
+    assert len(p.groups) == 1 and p.groups[0].block_tokens == 256
+    need = p.blocks_per_request(max_model_len=1_000_000, max_num_batched_tokens=8192) * p.check_block_bytes
+    assert f"{need / GiB:.2f}" == "442.99"
+    blocks = int(104.74 * GiB) // p.block_bytes  # the check's estimate: whole blocks of 256 tokens in the memory
+    assert blocks * 256 == 236288

@@ -302,6 +302,75 @@ def dsv4_pages(
     )
 
 
+# --- DeepSeek-V4 with the hybrid KV cache manager off (--disable-hybrid-kv-cache-manager) -------------------------
+#
+# get_kv_cache_groups first calls unify_hybrid_kv_cache_specs, which turns every sliding-window spec into a full-
+# attention one: a SlidingWindowMLASpec (V4's window cache, a compressor's state, an indexer compressor's state) becomes
+# an MLAAttentionSpec of the full-attention layers' block (--block-size), keeping its head size, dtype, cache dtype,
+# alignment (576), compress ratio (1) and model version; the compressed caches and index keys are MLAAttentionSpecs
+# already. Every layer is then a FullAttentionSpec of one block size, so UniformTypeKVCacheSpecs puts them all in one
+# group: a block costs every layer's page summed, a request at max_model_len holds cdiv(max_model_len, block) of them
+# (UniformTypeKVCacheSpecs.max_memory_usage_bytes), and the window caches and states are kept for every token ('we do
+# not enable any optimizations for saving KV cache memory (e.g., dropping the KV cache outside the sliding window)').
+# The pages: the window cache as fp8_ds_mla (the attention layer turns fp8 into fp8_ds_mla on the shared cache config
+# before the specs are read) holds block x 584 B; a compressor's state block x state_dim f32 (state_dim 2 x coff x
+# head_dim, coff 2 at ratio 4, 1 at 128); an indexer compressor's block x 2 x 2 x index_head_dim f32; the compressed
+# cache and the index keys as with the manager on (block / ratio entries); each rounded up to 576 B (a page whose size
+# changes is padded again: _apply_alignment_padding). Read in the 0.20.0 wheel (PyPI): v1/core/kv_cache_utils.py
+# get_kv_cache_groups, unify_hybrid_kv_cache_specs; v1/kv_cache_interface.py MLAAttentionSpec, SlidingWindowMLASpec,
+# UniformTypeKVCacheSpecs, _apply_alignment_padding; model_executor/layers/deepseek_v4_attention.py,
+# deepseek_compressor.py CompressorStateCache, v1/attention/backends/mla/sparse_swa.py DeepseekV4SWACache; the
+# conversion the same in the 0.21.0 and 0.26.0 wheels (0.21.0 adds head_size_v and kv_quant_mode to the plain
+# sliding-window branch only). InferenceX's DeepSeek-V4-Pro at 1,000,000 tokens on B300 logs the check's 442.99 GiB
+# needed and its estimated maximum of 236,288 tokens: 3,907 blocks of 121,745,664 B, and 923 blocks of 256 tokens in
+# its 104.74 GiB (the case tests/engines/cases/vllm-inferencex-dsv4-pro-b300-dp8-cpu-offload-1m.yaml).
+UNIFIED_READ = ((0, 20, 0), (0, 26, 0))  # the releases whose conversion was read (first, last)
+UNIFIED_SOURCE = (
+    "vllm 0.20.0 wheel (PyPI) v1/core/kv_cache_utils.py get_kv_cache_groups / unify_hybrid_kv_cache_specs (every "
+    "SlidingWindowMLASpec an MLAAttentionSpec of the full-attention block), v1/kv_cache_interface.py "
+    "UniformTypeKVCacheSpecs (one group, a block every layer's page summed); the same in the 0.21.0 and 0.26.0 wheels"
+)
+
+
+@dataclass(frozen=True)
+class Dsv4UnifiedPages(Dsv4Pages):
+    """V4's caches with the hybrid KV cache manager off: one group of every layer's page at the full block."""
+
+    def label(self) -> str:
+        return (
+            f"vLLM's DeepSeek-V4 caches with the hybrid KV cache manager off (every cache a full-attention page of "
+            f"{self.groups[0].block_tokens} tokens, {len(self.groups[0].pages)} pages in one group)"
+        )
+
+    def sources(self) -> str:
+        return UNIFIED_SOURCE
+
+
+def dsv4_unified_pages(d: DSV4Dims, *, block_tokens: int) -> Dsv4UnifiedPages:
+    """vLLM's V4 caches at ``--block-size`` ``block_tokens`` with ``--disable-hybrid-kv-cache-manager`` (the comment
+    above): one group whose block holds every cache's page at ``block_tokens``, held for every token of a request."""
+    entry = v4_record_bytes(d)
+    index_entry = fp8_index_entry_bytes(d)
+    pages: list[int] = []
+    for r in d.compress_ratios:
+        pages.append(_align(block_tokens * entry))  # the window cache, a full-attention fp8_ds_mla page
+        if not r:
+            continue
+        coff = 2 if r == CSA else 1
+        pages.append(_align(block_tokens // r * entry))  # the compressed cache
+        pages.append(_align(block_tokens * 2 * coff * d.head_dim * F32))  # its compressor's state, a row a token
+        if r == CSA:
+            pages.append(_align(block_tokens // r * index_entry))  # the index keys
+            pages.append(_align(block_tokens * 2 * coff * d.index_head_dim * F32))  # the indexer compressor's state
+    return Dsv4UnifiedPages(
+        groups=(Group("every cache", tuple(pages), block_tokens, 0),),
+        num_layer_tuples=1,
+        layer_tuple_bytes=sum(pages),
+        form="hybrid manager off",
+        form_source=UNIFIED_SOURCE,
+    )
+
+
 # --- DeepSeek-V4.1 (CSA2) on vLLM's CUDA backends, from its own code -------------------------------------------
 #
 # vllm-project/vllm vllm/models/deepseek_v41/attention.py @02ee13be (DeepseekV4Attention.__init__ and

@@ -3,7 +3,8 @@ numbers passed in, so fit, plan and the tests/engines referee share one formula.
 
     available  = int(utilization x engine-visible HBM) - weights - activation - non-torch
     num_blocks = available // (page_bytes x group_size)
-    "GPU KV cache size" tokens = num_blocks // kv_groups x block_tokens
+    "GPU KV cache size" tokens = num_blocks // kv_groups x block_tokens (to 0.20.0; from 0.20.1
+                                 int(max concurrency x max_model_len): TOKENS_BY_CONCURRENCY_FROM)
     "Maximum concurrency"      = num_blocks / (cdiv(max_model_len, block) x attention groups + state groups)
 
 - GPU vLLM: ``activation`` is the peak its profile run measured at max_num_batched_tokens and ``non_torch``
@@ -18,7 +19,7 @@ numbers passed in, so fit, plan and the tests/engines referee share one formula.
   block id costs page_bytes x group_size; a request holds cdiv(max_model_len, block) blocks of the attention
   group and 1 of each state group (vllm/v1/core/kv_cache_utils.py _report_kv_cache_config,
   get_max_concurrency_for_kv_cache_config, _get_kv_cache_groups_uniform_page_size; read in stored copies,
-  commit not pinned; newer versions log tokens as max_concurrency x max_model_len).
+  commit not pinned; from 0.20.1 the logged tokens are max_concurrency x max_model_len).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from k3plan.engines.vllm.dsv4_pages import (
     V41_BLOCK_SOURCE,
     Dsv4Pages,
     dsv4_pages,
+    dsv4_unified_pages,
     dsv41_pages,
     v4_groups_block,
     v41_default_block,
@@ -99,6 +101,18 @@ CONCURRENCY_BY_BLOCKS_FROM: Release = (0, 9, 1)
 CONCURRENCY_BY_TOKENS_SOURCE = (
     "vllm 0.8.4 / 0.8.5 / 0.9.0 wheels (PyPI) vllm/v1/core/kv_cache_utils.py _get_kv_cache_config_uniform_type "
     "(max_concurrency = num_tokens / max_model_len); num_blocks over a request's blocks from the 0.9.1 wheel"
+)
+# The "GPU KV cache size" vLLM logs: to 0.20.0 num_blocks // len(kv_cache_groups) x the smallest group block (x the
+# DCP x PCP size), which for a hybrid model counts every group's blocks as attention blocks (read in the 0.11.0-0.20.0
+# wheels (PyPI), v1/core/kv_cache_utils.py _report_kv_cache_config); from 0.20.1 int(max_concurrency x max_model_len),
+# 'the total tokens of context the pool can hold at peak utilization' ('a naive num_blocks // num_groups * block_size
+# formula underestimates capacity for these models'; DCP / PCP already in the concurrency: the 0.20.1, 0.20.2 and
+# 0.21.0 wheels' _report_kv_cache_config, get_kv_cache_capacity in the 0.26.0-0.34.0 wheels)
+TOKENS_BY_CONCURRENCY_FROM: Release = (0, 20, 1)
+TOKENS_BY_CONCURRENCY_SOURCE = (
+    "vllm 0.20.1 wheel (PyPI) vllm/v1/core/kv_cache_utils.py _report_kv_cache_config (num_tokens = int(max_concurrency "
+    "x max_model_len); the same in 0.20.2 / 0.21.0, get_kv_cache_capacity in the 0.26.0-0.34.0 wheels); "
+    "num_blocks // len(kv_cache_groups) x min block_size in the 0.11.0-0.20.0 wheels"
 )
 # where each refusal is raised (the engine's own message text is quoted from there)
 VLLM_CHECK_AT = (
@@ -288,6 +302,7 @@ def vllm_kv_pool(
     extensible_platform: str | None = None,
     expert_formats: tuple[str, ...] = (),
     concurrency_by_tokens: bool = False,
+    tokens_by_concurrency: bool = False,
 ) -> EngineSizing:
     """vLLM's pool as its worker and KV manager size it (module docstring); ``starts``: the engine's start
     checks pass (available > 0 and one max_model_len request fits: vLLM's _check_enough_kv_cache_memory).
@@ -310,7 +325,9 @@ def vllm_kv_pool(
     ``extensible_platform``: 'cuda' or 'rocm' where vLLM's extensible KV cache sizes the pool (from 0.34.0:
     engines/vllm/extensible.py): the pool is what it measures after warmup and capture, ``non_torch_bytes`` then the
     graphs' memory held and ``activation_bytes`` the transient peak kept free, and the start is checked twice, on the
-    capacity reserved before warmup (no graph estimate) and on the measured blocks; None: the estimate-based sizing."""
+    capacity reserved before warmup (no graph estimate) and on the measured blocks; None: the estimate-based sizing.
+    ``tokens_by_concurrency``: the "GPU KV cache size" logged as int(max concurrency x max_model_len) (from 0.20.1,
+    ``TOKENS_BY_CONCURRENCY_FROM``); False: num_blocks // the groups x the smallest block (x DCP), as to 0.20.0."""
     cap = int(visible_bytes * utilization)
     available = cap - weights_bytes - int(activation_bytes.value) - int(non_torch_bytes.value)
     resident = weights_bytes + int(activation_bytes.value) + int(non_torch_bytes.value)
@@ -399,7 +416,6 @@ def vllm_kv_pool(
         per_request = dsv4.blocks_per_request(max_model_len=max_model_len, max_num_batched_tokens=in_flight)
         reported = dsv4.reported_blocks_per_request(max_model_len=max_model_len, max_num_batched_tokens=in_flight)
         conc = blocks / reported
-        tokens = int(conc * max_model_len)  # newer vLLM logs the tokens as max_concurrency x max_model_len
         need = per_request * dsv4.check_block_bytes
         checked = available - dsv4.check_reserve_bytes  # from 0.29.0 less the null block (dsv4_pages.V4_FORM_SOURCES)
         conc_src = (
@@ -408,6 +424,30 @@ def vllm_kv_pool(
             else f"num_blocks / {reported:,} blocks a request as vLLM {dsv4.form} reports it (the groups' bytes a "
             f"request over the first group's page; {per_request:,} pages drawn from the pool, {REPORT_SOURCES}): "
             f"{blocks_src}"
+        )
+    # the "GPU KV cache size" line, as the release logs it (TOKENS_BY_CONCURRENCY_SOURCE)
+    tokens_src = (
+        f"num_blocks // {groups} KV groups x block {block_tokens}"
+        + (f" x DCP {dcp} ({DCP_SOURCE})" if dcp > 1 else "")
+        + f": {VLLM_REPORT}"
+    )
+    if tokens_by_concurrency:
+        tokens = int(conc * max_model_len)
+        tokens_src = (
+            f"int(max concurrency {conc:.4f} x max_model_len {max_model_len:,}"
+            + (
+                f", DCP {dcp} in the concurrency: cdiv(max_model_len, {dcp}) tokens a rank, {DCP_SOURCE}"
+                if dcp > 1
+                else ""
+            )
+            + f"): {TOKENS_BY_CONCURRENCY_SOURCE}"
+        )
+    elif dsv4 is not None:  # to 0.20.0: every V4 group's blocks over the groups, at the smallest group's block
+        least = min(g.block_tokens for g in dsv4.groups)
+        tokens = blocks // len(dsv4.groups) * least * dcp
+        tokens_src = (
+            f"num_blocks // {len(dsv4.groups)} V4 groups x the smallest group block {least}: "
+            f"{TOKENS_BY_CONCURRENCY_SOURCE}"
         )
     ext_refusal: tuple[str, str] | None = None
     if ext is not None and capacity is not None:
@@ -504,12 +544,7 @@ def vllm_kv_pool(
         engine=engine,
         weights_bytes=Figure(weights_bytes, weights_source),
         kv_pool_bytes=Figure(max(available, 0), pool_src),
-        kv_pool_tokens=Figure(
-            tokens,
-            f"num_blocks // {groups} KV groups x block {block_tokens}"
-            + (f" x DCP {dcp} ({DCP_SOURCE})" if dcp > 1 else "")
-            + f": {VLLM_REPORT}",
-        ),
+        kv_pool_tokens=Figure(tokens, tokens_src),
         block_tokens=Figure(block_tokens, block_source),
         num_blocks=Figure(blocks, blocks_src),
         max_concurrency=Figure(round(conc, 2), conc_src),
@@ -604,13 +639,15 @@ def engine_sizing(
     moe_workspace: tuple[int, str] | None = None,
     rocm_moe: tuple[int, str] | None = None,
     all2all: tuple[int, str] | None = None,
+    hybrid_kv_off: bool = False,
 ) -> EngineSizing | None:
     """The sizing of the stack's engine from a fit's numbers; None where the stack's pool is not vLLM's
     (kv_pool method utilization_minus_profile: GPU vLLM; utilization_minus_resident: the torch_tpu plugin).
     ``cudagraph``: vLLM's CUDA-graph estimate for the command (engines/vllm/cudagraph.py), subtracted with the
     non-torch memory (Worker.determine_available_memory: requested - non-KV - the estimate); None: not priced.
     ``release``: the vLLM release the command runs (fit --engine-version, else the newest read: engines/vllm/
-    releases.py; None: the code each rule cites).
+    releases.py; None: the code each rule cites). ``hybrid_kv_off``: --disable-hybrid-kv-cache-manager on
+    DeepSeek-V4, its caches in one group of full-attention pages (engines/vllm/dsv4_pages.py dsv4_unified_pages).
     ``hidden_size``, ``attention_heads`` (a device's), ``q_lora_rank``: the model's, for DeepSeek-V4's model buffers and
     dummy forward (0: not priced); ``tp_attention``: the attention TP group the logits are gathered over.
     ``in_flight``: the batches of max_num_batched_tokens a windowed V4 group holds pages for, the stack's
@@ -702,7 +739,11 @@ def engine_sizing(
     if dsv4 is not None and groups_block:
         # the MTP layers' caches: layers of their compress ratios
         dsv4 = with_mtp_layers(dsv4, draft.dsv4_mtp_ratios if draft is not None else ())
-        pages = dsv4_pages(dsv4, block_tokens=groups_block, release=release)
+        pages = (
+            dsv4_unified_pages(dsv4, block_tokens=groups_block)
+            if hybrid_kv_off
+            else dsv4_pages(dsv4, block_tokens=groups_block, release=release)
+        )
     elif (
         dsv4 is not None
         and dsv4.csa2 is not None
@@ -992,6 +1033,8 @@ def engine_sizing(
         extensible_platform=ext_platform,
         expert_formats=expert_formats,
         concurrency_by_tokens=gpu and release is not None and release < CONCURRENCY_BY_BLOCKS_FROM,
+        # the torch_tpu plugin's and tpu-inference's vLLM not read for it: the older form kept
+        tokens_by_concurrency=gpu and (release is None or release >= TOKENS_BY_CONCURRENCY_FROM),
     )
 
 

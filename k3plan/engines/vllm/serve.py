@@ -32,6 +32,7 @@ from k3plan.engines.vllm.cudagraph import (
     with_capture_sizes,
     with_max_capture,
 )
+from k3plan.engines.vllm.dsv4_pages import UNIFIED_READ, UNIFIED_SOURCE
 from k3plan.engines.vllm.engram import ENGRAM_WHEEL_FROM, read_engram
 from k3plan.engines.vllm.engram import ENV as ENGRAM_ENV
 from k3plan.engines.vllm.eplb import EPLB_WINDOW_DEFAULT
@@ -196,10 +197,11 @@ def refuse_unread_034(r: Reading) -> None:
         why = "--no-enable-extensible-kv-cache: the KV cache sized from the profiling estimate"
     elif r.flags.get("--num-gpu-blocks-override") is not None:
         why = "--num-gpu-blocks-override turns the extensible KV cache off: the KV cache sized from the profiling estimate"
-    elif r.flags.get("--kv-transfer-config") is not None:
+    elif r.flags.get("--kv-transfer-config") is not None or r.flags.get("--kv-offloading-size") is not None:
         why = (
-            "--kv-transfer-config: a KV connector decides whether the extensible KV cache stays on and how it is "
-            "committed (its kv_cache_access)"
+            "--kv-transfer-config / --kv-offloading-size: a KV connector (the offload's: VllmConfig."
+            "_post_init_kv_transfer_config) decides whether the extensible KV cache stays on and how it is committed "
+            "(its kv_cache_access)"
         )
     if why:
         raise K3PlanError(
@@ -406,8 +408,10 @@ STALE_ENV = frozenset(
 STALE_FROM = (0, 26, 0)
 # the variables of KNOWN_ENV read on this family's commands only (k3plan.engines.serve refuses them on another's)
 OWN_ENV = STALE_ENV | A2A_ENV
+# the native CPU offload's connector switch (read_offload_env below)
+SIMPLE_OFFLOAD_ENV = "VLLM_USE_SIMPLE_KV_OFFLOAD"
 KNOWN_ENV = frozenset(
-    {LONG_CONTEXT_ENV, UNIFIED_POOL_ENV, ENGRAM_ENV, FLASHINFER_INT4_ENV, ESTIMATE_ENV}
+    {LONG_CONTEXT_ENV, UNIFIED_POOL_ENV, ENGRAM_ENV, FLASHINFER_INT4_ENV, ESTIMATE_ENV, SIMPLE_OFFLOAD_ENV}
     | STALE_ENV
     | A2A_ENV
     | tpu_inference_serve.KNOWN_ENV
@@ -656,6 +660,129 @@ def read_mamba_dtypes(r: Reading) -> None:
         )
 
 
+# --disable-hybrid-kv-cache-manager (SchedulerConfig.disable_hybrid_kv_cache_manager): get_kv_cache_groups first
+# unifies the layers' specs (vllm/v1/core/kv_cache_utils.py unify_hybrid_kv_cache_specs, read in the 0.20.0, 0.21.0,
+# 0.26.0, 0.28.0, 0.31.0 and 0.33.0 wheels (PyPI); v1/core/kv_cache_planning.py from 0.33.0):
+# - a model whose layers all hold one spec (DeepSeek-R1 / V3, Kimi-K2's MLA): returned at once, nothing changes;
+# - DeepSeek-V4: every sliding-window cache and compressor state becomes a full-attention page of the block, all in
+#   one group (engines/vllm/dsv4_pages.py dsv4_unified_pages), priced for the releases that conversion was read in
+#   (UNIFIED_READ); 0.28.0's _promote_local_kv_cache_specs rewrites it (pages padded by the block ratio), not read for V4;
+# - Kimi-K3 / Kimi-Linear (KDA state + MLA): a MambaSpec is neither converted nor uniform with the MLA layers, and the
+#   0.20.0 code raises 'Hybrid KV cache manager is disabled but failed to convert the KV cache specs to one unified
+#   type.' (ValueError) when the KV cache groups are built.
+# The CPU KV offload (--kv-offloading-size N GiB, --kv-offloading-backend native: VllmConfig.
+# _post_init_kv_transfer_config makes a kv_transfer_config whose connector is SimpleCPUOffloadConnector where
+# VLLM_USE_SIMPLE_KV_OFFLOAD=1, else OffloadingConnector) holds nothing on the GPU before the pool is sized: the worker
+# builds the connector after the KV cache config (vllm/v1/worker/gpu_worker.py initialize_from_config ->
+# ensure_kv_transfer_initialized(vllm_config, kv_cache_config)) and both keep their CPU tier in pinned host memory
+# (v1/simple_kv_offload/worker.py register_kv_caches, v1/kv_offload/worker/cpu_gpu.py: cudaHostRegister / pinned
+# torch.zeros), read in the 0.20.0 wheel
+HYBRID_OFF_FLAG = "--disable-hybrid-kv-cache-manager"
+HYBRID_OFF_SOURCE = "vllm 0.20.0 wheel (PyPI) vllm/v1/core/kv_cache_utils.py unify_hybrid_kv_cache_specs"
+OFFLOAD_SOURCE = (
+    "vllm 0.20.0 wheel (PyPI) vllm/config/vllm.py VllmConfig._post_init_kv_transfer_config, "
+    "v1/worker/gpu_worker.py (ensure_kv_transfer_initialized after the KV cache config), "
+    "v1/simple_kv_offload/worker.py / v1/kv_offload/worker/cpu_gpu.py (pinned host memory)"
+)
+# the bundled models whose vLLM layers all hold one KV spec (MLA), and those with KDA state beside MLA
+UNIFORM_KV_MODELS = ("deepseek-r1", "deepseek-v3", "kimi-k2")
+STATE_KV_MODELS = ("kimi-k3", "kimi-linear")
+
+
+def read_hybrid_off(r: Reading) -> bool:
+    """--disable-hybrid-kv-cache-manager (the comment above): DeepSeek-V4's caches unified where the release's
+    conversion was read, nothing changed for a model of one spec, refused with the engine's error or what was not
+    read otherwise; --no-disable-hybrid-kv-cache-manager (vLLM's default without a connector) listed. True where the
+    command turns the manager off."""
+    value = r.get(HYBRID_OFF_FLAG, None)
+    if value is None:
+        return False
+    # a switch (BooleanOptionalAction): its --no- form is listed on every route (k3plan.engines.serve IGNORED); not in
+    # SWITCHES, so that form keeps its own name on SGLang's and tpu-inference's routes too
+    if value.strip().lower() in ("false", "0"):
+        r.ignored.append("--no-" + HYBRID_OFF_FLAG[2:])
+        return False
+    if value.strip().lower() not in ("true", "1", ""):
+        raise K3PlanError(f"--serve: {HYBRID_OFF_FLAG} takes no value (a switch); got {value!r}")
+    model = r.resolve(r.model) if r.resolve is not None and r.model else ""
+    ver = r.release
+    at = f"vLLM {release_text(ver)}" if ver is not None else "vLLM"
+    why = ""
+    if r.platform == "tpu":
+        why = "on a TPU the plugin's KV manager with it was not read"
+    elif model.startswith(STATE_KV_MODELS):
+        raise K3PlanError(
+            f"--serve: {HYBRID_OFF_FLAG} on {model}: vLLM cannot put its KDA state and MLA caches in one spec and "
+            "raises 'ValueError: Hybrid KV cache manager is disabled but failed to convert the KV cache specs to one "
+            f"unified type.' when it builds the KV cache groups ({HYBRID_OFF_SOURCE}); remove the flag"
+        )
+    elif model.startswith("deepseek-v4.1"):
+        why = "DeepSeek-V4.1's caches with the manager off (its own planner) were not read"
+    elif model.startswith("deepseek-v4"):
+        lo, hi = UNIFIED_READ
+        if ver is not None and not lo <= ver <= hi:
+            why = (
+                f"DeepSeek-V4's caches with the manager off were read in the {release_text(lo)}-{release_text(hi)} "
+                f"wheels only ({UNIFIED_SOURCE}); price it at --engine-version {release_text(hi)}"
+            )
+        else:
+            r.hybrid_kv_off = True
+            r.caveats.append(
+                f"{HYBRID_OFF_FLAG}: every DeepSeek-V4 cache (window, compressor states) a full-attention page held for "
+                f"every token, in one group ({UNIFIED_SOURCE})"
+            )
+            return True
+    elif not model.startswith(UNIFORM_KV_MODELS):
+        why = f"what it changes for {model or r.model} was not read"
+    elif ver is not None and ver >= MEASURED_POOL_FROM:
+        why = "how it meets 0.34.0's extensible KV cache was not read"
+    if why:
+        raise K3PlanError(f"--serve: {HYBRID_OFF_FLAG} at {at}: {why}; remove it to price the manager on")
+    r.ignored.append(HYBRID_OFF_FLAG)  # every layer one spec: unify_hybrid_kv_cache_specs returns at once
+    return True
+
+
+# Before 0.21.0 vLLM decides the hybrid manager before the offload's kv_transfer_config exists (VllmConfig.__post_init__
+# runs the HMA rules, then _post_init_kv_transfer_config), so it stays on, and the connector factory refuses a connector
+# that is not SupportsHMA: OffloadingConnector is not in the 0.18.0 and 0.20.0 wheels (PyPI; it is from 0.21.0),
+# SimpleCPUOffloadConnector (VLLM_USE_SIMPLE_KV_OFFLOAD=1, from 0.20.0) is (vllm/distributed/kv_transfer/kv_connector/
+# factory.py KVConnectorFactory.create_connector)
+OFFLOAD_HMA_READ = ((0, 18, 0), (0, 21, 0))  # [first read, first where OffloadingConnector is SupportsHMA)
+OFFLOAD_HMA_SOURCE = (
+    "vllm 0.18.0 / 0.20.0 wheels (PyPI) vllm/config/vllm.py VllmConfig.__post_init__ (the HMA rules before "
+    "_post_init_kv_transfer_config), distributed/kv_transfer/kv_connector/factory.py create_connector, "
+    "v1/offloading_connector.py (SupportsHMA from the 0.21.0 wheel)"
+)
+
+
+def read_offload_env(r: Reading, *, hybrid_off: bool = False) -> None:
+    """VLLM_USE_SIMPLE_KV_OFFLOAD: which connector the native CPU offload builds (OFFLOAD_SOURCE); neither holds GPU
+    memory before the pool is sized, so it is listed, with a caveat where --kv-offloading-size turns the offload on.
+    The native OffloadingConnector with the hybrid manager on is refused as vLLM refuses it before 0.21.0
+    (OFFLOAD_HMA_SOURCE); ``hybrid_off``: the command turns the manager off."""
+    value = r.env.get(SIMPLE_OFFLOAD_ENV)
+    size = r.flags.get("--kv-offloading-size")  # listed by k3plan.engines.serve (IGNORED), read here only
+    backend = (r.flags.get("--kv-offloading-backend") or "native").strip().lower()
+    lo, hi = OFFLOAD_HMA_READ
+    simple = value is not None and env_on(value) and r.release is not None and r.release >= (0, 20, 0)
+    old = r.release is not None and lo <= r.release < hi
+    if size is not None and backend == "native" and r.platform != "tpu" and old and not hybrid_off and not simple:
+        raise K3PlanError(
+            f"--serve: vLLM {release_text(r.release or lo)} refuses --kv-offloading-size with the hybrid KV cache "
+            "manager on: ValueError: Connector OffloadingConnector does not support HMA but HMA is enabled. Please "
+            f"set `--disable-hybrid-kv-cache-manager`. ({OFFLOAD_HMA_SOURCE})"
+        )
+    if value is None:
+        return
+    if size is not None and env_on(value):
+        r.caveats.append(
+            f"{SIMPLE_OFFLOAD_ENV}=1 with --kv-offloading-size {size}: vLLM's SimpleCPUOffloadConnector, its CPU tier "
+            f"in pinned host memory, built after the KV cache is sized ({OFFLOAD_SOURCE}); the host memory is not "
+            "priced"
+        )
+    r.ignored.append(f"{SIMPLE_OFFLOAD_ENV}={value}")
+
+
 def read(r: Reading) -> None:
     """A vLLM command's flags, in the order the refusals come: the model, the split, the context, the chunk and the
     batch (with vLLM's defaults by device), the memory options, the launch-line flags, the dtypes, the
@@ -895,6 +1022,7 @@ def read(r: Reading) -> None:
     override = get("--num-gpu-blocks-override", None)
     r.blocks_override = flag_int("--num-gpu-blocks-override", override) if override is not None else None
     read_kv_cache_memory_bytes(r, get("--kv-cache-memory-bytes", None))
+    read_offload_env(r, hybrid_off=read_hybrid_off(r))
     # kernels and the indexer cache's format: nothing k3plan prices, one start check (engines/vllm/attention_config.py)
     r.attention = read_attention(get("--attention-config", None))
     indexer_kv = (r.attention or {}).get("indexer_kv_dtype")
