@@ -6,8 +6,11 @@ on a TPU stays torchtpu-vllm's (engines/vllm/serve.py finish); an environment va
 both platforms read MODEL_IMPL_TYPE and the MOE_REQUANTIZE_* variables (tpu-inference's
 tpu_platform.py TpuPlatform.additional_env_vars, kowalski-4831/vllm-torchtpu@0095cdcb's own list).
 
-What is priced: the split an MLA model gets under sharding_strategy's enable_dp_attention, vLLM's model code under
-tpu-inference (MODEL_IMPL_TYPE=vllm: stack option model_impl=vllm), the experts' fp4 requantization at load
+What is priced: the split an MLA model gets under sharding_strategy's enable_dp_attention (with its
+tensor_parallelism and expert_parallelism: from_vllm_config's attn_dp x attn_dp_expert mesh, read where it spans every
+device), vLLM's model code under tpu-inference (MODEL_IMPL_TYPE=vllm: stack option model_impl=vllm), the JAX model
+the stack itself is read from (MODEL_IMPL_TYPE flax_nnx or auto on the checkpoints kimi_k3.py serves, Kimi-Linear and
+K3; the JAX DeepSeek-V3 model is refused by name), the experts' fp4 requantization at load
 (MOE_REQUANTIZE_WEIGHT_DTYPE=fp4, MOE_REQUANTIZE_BLOCK_SIZE=512: option moe_requantize_weight_dtype=fp4: DeepSeek-V3 /
 R1's fp8 experts and Kimi-K2.6 / K2-Thinking's int4 ones; DeepSeek-V4's fp4 experts are requantized alike whatever the
 variables say), the KV dtype, --gpu-memory-utilization, --max-model-len, --max-num-batched-tokens and --max-num-seqs
