@@ -380,3 +380,15 @@ def test_the_multihost_daily_s_no_effect_settings_are_listed(cli):
         "AUTOSCALER_UPDATE_INTERVAL_S=300",
     ):
         assert name in d["serve"]["ignored"], name
+
+
+def test_flax_nnx_on_an_architecture_outside_the_jax_registry_is_vllm_s_model_code(cli):
+    """model_loader.py get_model @b8692ff0: flax_nnx on an architecture its JAX registry lacks (DeepSeek-V4) raises
+    UnsupportedArchitectureError, caught and answered with get_vllm_model -- the same weights as MODEL_IMPL_TYPE=vllm;
+    auto resolves to vllm for _VLLM_PREFERRED_ARCHITECTURES (Kimi-K2.5 / K2.6)."""
+    v4 = DAILY.replace("deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V4-Flash")
+    a, b = _fit(cli, v4)["engine"], _fit(cli, v4.replace("MODEL_IMPL_TYPE=vllm", "MODEL_IMPL_TYPE=flax_nnx"))["engine"]
+    assert (a["weights_bytes"], a["kv_pool_bytes"]) == (b["weights_bytes"], b["kv_pool_bytes"])
+    assert any("Falling back" not in c and "get_vllm_model" in c for c in b["serve"]["caveats"])
+    k26, auto = _fit(cli, K26)["engine"], _fit(cli, K26.replace("MODEL_IMPL_TYPE=vllm ", ""))["engine"]
+    assert auto["weights_bytes"] == k26["weights_bytes"]

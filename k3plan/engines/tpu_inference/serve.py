@@ -154,6 +154,24 @@ JAX_KIMI_ARCHS = frozenset({"KimiLinearForCausalLM", "KimiK3ForConditionalGenera
 # the JAX DeepSeek-V3 / R1 model MODEL_IMPL_TYPE flax_nnx runs for them (not priced: its weights' formats under
 # tpu-inference's JAX quantization were not read)
 JAX_DEEPSEEK = f"{SOURCE} tpu_inference/models/jax/deepseek_v3.py DeepseekV3ForCausalLM"
+# the JAX registry at b8692ff0 (model_loader.py _get_model_architecture's _MODEL_REGISTRY): an architecture outside it
+# raises UnsupportedArchitectureError, which get_model's flax_nnx case catches ("Falling back to vLLM-native Pytorch
+# definition") and answers with get_vllm_model, vLLM's model code as under MODEL_IMPL_TYPE=vllm (DeepSeek-V4,
+# Kimi-K2.5 / K2.6 among k3plan's checkpoints); 'auto' resolves to vllm for _VLLM_PREFERRED_ARCHITECTURES first
+JAX_REGISTERED = frozenset(
+    {"Llama4ForCausalLM", "DeepseekV3ForCausalLM", "LlamaForCausalLM", "Llama4ForConditionalGeneration"}
+    | {"Qwen3ForCausalLM", "Qwen2_5_VLForConditionalGeneration", "Eagle3LlamaForCausalLM", "GptOssForCausalLM"}
+    | {"Qwen2ForCausalLM", "Gemma4ForConditionalGeneration", "Gemma4ForCausalLM", "Gemma4MTPModel"}
+    | {"DFlashForCausalLM", "DFlashDraftModel"}
+)
+VLLM_PREFERRED = frozenset(
+    {"GptOssForCausalLM", "Qwen3MoeForCausalLM", "KimiK25ForConditionalGeneration"}
+    | {"Qwen3_5MoeForConditionalGeneration"}
+)
+FALLBACK_SOURCE = (
+    f"{SOURCE} tpu_inference/models/common/model_loader.py get_model (flax_nnx: UnsupportedArchitectureError -> "
+    "get_vllm_model) and resolve_model_architecture (auto: vllm for _VLLM_PREFERRED_ARCHITECTURES)"
+)
 
 
 def routes(r: Reading) -> bool:
@@ -289,6 +307,17 @@ def _env(r: Reading, expert_ways: int) -> None:
             f"--serve: {MODEL_IMPL}={impl}: not a value tpu-inference takes (envs.py: auto, vllm, flax_nnx, jetpack)"
         )
     arch = _architecture(r) if impl in JAX_IMPLS else ""
+    vllm_code = (
+        impl in JAX_IMPLS
+        and arch not in JAX_KIMI_ARCHS
+        and (arch not in JAX_REGISTERED or (impl == "auto" and arch in VLLM_PREFERRED))
+    )
+    if vllm_code:
+        r.caveats.append(
+            f"{MODEL_IMPL}={impl}: {arch} runs on vLLM's model code under tpu-inference ({FALLBACK_SOURCE}), "
+            f"priced as {MODEL_IMPL}=vllm"
+        )
+        impl = VLLM_CODE
     if impl in JAX_IMPLS and arch in JAX_KIMI_ARCHS:
         _jax_kimi(r, impl, expert_ways)
     elif impl != VLLM_CODE:
