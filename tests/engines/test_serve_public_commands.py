@@ -193,10 +193,11 @@ def test_tpu_inference_s_additional_config_keys_are_read_or_refused_with_what_th
     q = parse_serve(base % ', "sparse_matmul": "True"', platform="tpu", device_gib=94.75, device_name="tpu-v7x")
     assert "--additional-config sparse_matmul" in q.ignored
     assert not any(i.startswith("NEW_MODEL_DESIGN") for i in q.ignored)  # read: the MLA models need it
-    with pytest.raises(K3PlanError, match="replicate_attn_weights.*whole on every device"):
-        parse_serve(
-            base % ', "replicate_attn_weights": "True"', platform="tpu", device_gib=94.75, device_name="tpu-v7x"
-        )
+    # nothing in tpu_inference reads it since #2135 (vllm-project/tpu-inference@350d3857): listed
+    q = parse_serve(
+        base % ', "replicate_attn_weights": "True"', platform="tpu", device_gib=94.75, device_name="tpu-v7x"
+    )
+    assert "--additional-config replicate_attn_weights" in q.ignored
 
 
 @pytest.mark.parametrize(("release", "chunk"), [(None, 16384), ((0, 27, 0), 8192), ((0, 28, 0), 16384)])

@@ -108,12 +108,15 @@ def test_each_priced_setting_moves_its_figure(cli):
 
 
 REFUSED = {
-    "fp4 on the JAX path": (DAILY.replace("MODEL_IMPL_TYPE=vllm", "MODEL_IMPL_TYPE=flax_nnx"), "JAX model path"),
+    "the JAX DeepSeek": (
+        DAILY.replace("MODEL_IMPL_TYPE=vllm", "MODEL_IMPL_TYPE=flax_nnx"),
+        "JAX DeepseekV3ForCausalLM (model_loader.py _get_model_architecture",
+    ),
     "JAX path by default": (
         DAILY.replace("MODEL_IMPL_TYPE=vllm ", "").replace(
             "MOE_REQUANTIZE_BLOCK_SIZE=512 MOE_REQUANTIZE_WEIGHT_DTYPE=fp4 ", ""
         ),
-        "'auto' resolves to flax_nnx",
+        "auto resolves to flax_nnx",
     ),
     "jetpack": (
         DAILY.replace("MODEL_IMPL_TYPE=vllm", "MODEL_IMPL_TYPE=jetpack").replace(
@@ -130,14 +133,24 @@ REFUSED = {
     "another requant dtype": (DAILY.replace("WEIGHT_DTYPE=fp4", "WEIGHT_DTYPE=int8"), "fp4 requantization only"),
     "another requant block": (DAILY.replace("BLOCK_SIZE=512", "BLOCK_SIZE=256"), "in 512-blocks"),
     "requant without a block": (DAILY.replace("MOE_REQUANTIZE_BLOCK_SIZE=512 ", ""), "in 512-blocks"),
-    "a sharding tensor_parallelism other than the flag's": (
+    "a mesh smaller than the devices": (
         DAILY.replace('{"enable_dp_attention": true}', '{"enable_dp_attention": true, "tensor_parallelism": 4}'),
-        "'tensor_parallelism'",
+        "= 4 devices, not the 8 of --tensor-parallel-size",
+    ),
+    "a mesh larger than the devices": (
+        DAILY.replace('{"enable_dp_attention": true}', '{"enable_dp_attention": true, "expert_parallelism": 8}'),
+        "attn_dp 8 x attn_dp_expert 8 = 64 devices",
+    ),
+    "a degree that is no count": (
+        DAILY.replace('{"enable_dp_attention": true}', '{"enable_dp_attention": true, "expert_parallelism": "8"}'),
+        "expected a whole number",
     ),
     "unknown sharding_strategy key": (
-        DAILY.replace('{"enable_dp_attention": true}', '{"enable_dp_attention": true, "expert_parallelism": 8}'),
-        "'expert_parallelism'",
+        DAILY.replace('{"enable_dp_attention": true}', '{"enable_dp_attention": true, "sequence_parallelism": 2}'),
+        "'sequence_parallelism'",
     ),
+    "another checkpoint's config": (DAILY + " --hf-config-path moonshotai/Kimi-K2.6", "--hf-config-path"),
+    "the JAX MoE backend switch on": ("USE_UNFUSED_MEGABLOCKS=1 " + DAILY, "MEGABLX_GMM"),
     "unknown sharding key": (
         DAILY.replace('"sharding": {', '"sharding": {"device_mesh": 1, '),
         "sharding_strategy only",
@@ -298,3 +311,84 @@ def test_the_int4_and_dsv4_expert_ids_are_the_ones_serve_resolves_to_those_bundl
     assert INT4_EXPERT_MODELS == int4 | {model_of(i) for i in int4}
     dsv4 = {i for i in priced_ids() if model_of(i) in ("deepseek-v4-flash", "deepseek-v4-pro")}
     assert DSV4_EXPERT_MODELS == dsv4 | {model_of(i) for i in dsv4}
+
+
+# tpu-inference's CI for Kimi-Linear on a v7x-8 (.buildkite/models/moonshotai_Kimi-Linear-48B-A3B-Instruct.yml, the
+# case tests/engines/cases/tpu-inference-kimi-linear-v7x8-ep8-bench-gmu060.yaml): the JAX model, experts split 8 ways
+KIMI_LINEAR = (
+    "MODEL_IMPL_TYPE=flax_nnx NEW_MODEL_DESIGN=1 vllm serve moonshotai/Kimi-Linear-48B-A3B-Instruct "
+    "--tensor-parallel-size 8 --max-model-len 2048 --max-num-seqs 64 --max-num-batched-tokens 1024 "
+    "--trust-remote-code --gpu-memory-utilization 0.60 --additional-config "
+    '\'{"sharding":{"sharding_strategy":{"tensor_parallelism":1,"expert_parallelism":8,"enable_dp_attention":true}}}\''
+)
+
+
+def test_the_jax_kimi_model_is_the_stack_s_own_with_its_experts_over_every_device(cli):
+    """MODEL_IMPL_TYPE=flax_nnx on Kimi-Linear runs kimi_k3.py, the stack's model (model_impl at its default): tensor_
+    parallelism 1 x expert_parallelism 8 is from_vllm_config's attn_dp 1 x attn_dp_expert 8, the routed experts
+    over ATTN_DATA_EXPERT = every device -- k3plan's tp 1 x dp 8 x ep 8; MODEL_IMPL_TYPE auto resolves to it."""
+    q = parse_serve(KIMI_LINEAR, platform="tpu")
+    assert (q.stack, q.tp, q.dp, q.ep) == ("tpu-inference", 1, 8, 8)
+    d = _fit(cli, KIMI_LINEAR)
+    assert (
+        d["engine"]["starts"] is True and d["engine"]["serve"]["stack"] == "tpu-inference:gpu_memory_utilization=0.60"
+    )
+    auto = _fit(cli, KIMI_LINEAR.replace("MODEL_IMPL_TYPE=flax_nnx ", ""))
+    assert auto["engine"]["weights_bytes"] == d["engine"]["weights_bytes"]
+    assert not [x for x in d["engine"]["serve"]["ignored"] if x.startswith(("MODEL_IMPL_TYPE", "--additional"))]
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "text"),
+    [
+        ('"tensor_parallelism":1,"expert_parallelism":8,', "", "routed experts would be replicated on all 8"),
+        ('"tensor_parallelism":1,"expert_parallelism":8', '"tensor_parallelism":2,"expert_parallelism":4', "4 ways"),
+        ("MODEL_IMPL_TYPE=flax_nnx", "MODEL_IMPL_TYPE=flax_nnx MOE_REQUANTIZE_WEIGHT_DTYPE=fp4", "JAX Kimi model"),
+    ],
+)
+def test_the_jax_kimi_model_s_refusals(cli, old, new, text):
+    """kimi_k3.py validate_routed_expert_sharding refuses a mesh that replicates the routed experts (expert_
+    parallelism unset under DP attention: attn_dp 8 x attn_dp_expert 1); an expert axis short of every device is a
+    split k3plan does not express; the JAX model's requantization was not read."""
+    assert old in KIMI_LINEAR
+    r = cli("fit", "-H", "tpu-v7x", "-t", "2x2x1", "--serve", KIMI_LINEAR.replace(old, new))
+    assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1, r.output
+    assert text in r.output, r.output
+
+
+def test_the_multihost_daily_s_no_effect_settings_are_listed(cli):
+    """The daily multi-host DeepSeek-R1 run's settings that change nothing a device holds (.buildkite/benchmark/
+    cases/daily/run_jax_deepseek_v3_1k_8k.json): replicate_attn_weights (no reader since tpu-inference@350d3857),
+    --hf-config-path naming the served checkpoint, the MoE all-gather dtype, the shared-experts stream, the JAX MoE
+    switch off and Ray's variables; tensor_parallelism 1 x expert_parallelism 8 prices as DP attention alone."""
+    extra = (
+        "VLLM_DISABLE_SHARED_EXPERTS_STREAM=0 USE_UNFUSED_MEGABLOCKS=0 MOE_ALL_GATHER_ACTIVATION_DTYPE=fp8 "
+        "RAY_LOG_TO_STDERR=1 AUTOSCALER_UPDATE_INTERVAL_S=300 "
+    )
+    strategy = '{"enable_dp_attention": true, "expert_parallelism": 8, "tensor_parallelism": 1}'
+    cmd = extra + DAILY.replace('{"enable_dp_attention": true}}}', strategy + '}, "replicate_attn_weights": "True"}')
+    cmd += " --hf-config-path deepseek-ai/DeepSeek-R1"
+    base, d = _fit(cli, DAILY)["engine"], _fit(cli, cmd)["engine"]
+    assert (d["weights_bytes"], d["kv_pool_bytes"]) == (base["weights_bytes"], base["kv_pool_bytes"])
+    for name in (
+        "--additional-config replicate_attn_weights",
+        "--hf-config-path deepseek-ai/DeepSeek-R1",
+        "VLLM_DISABLE_SHARED_EXPERTS_STREAM=0",
+        "USE_UNFUSED_MEGABLOCKS=0",
+        "MOE_ALL_GATHER_ACTIVATION_DTYPE=fp8",
+        "RAY_LOG_TO_STDERR=1",
+        "AUTOSCALER_UPDATE_INTERVAL_S=300",
+    ):
+        assert name in d["serve"]["ignored"], name
+
+
+def test_flax_nnx_on_an_architecture_outside_the_jax_registry_is_vllm_s_model_code(cli):
+    """model_loader.py get_model @b8692ff0: flax_nnx on an architecture its JAX registry lacks (DeepSeek-V4) raises
+    UnsupportedArchitectureError, caught and answered with get_vllm_model -- the same weights as MODEL_IMPL_TYPE=vllm;
+    auto resolves to vllm for _VLLM_PREFERRED_ARCHITECTURES (Kimi-K2.5 / K2.6)."""
+    v4 = DAILY.replace("deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V4-Flash")
+    a, b = _fit(cli, v4)["engine"], _fit(cli, v4.replace("MODEL_IMPL_TYPE=vllm", "MODEL_IMPL_TYPE=flax_nnx"))["engine"]
+    assert (a["weights_bytes"], a["kv_pool_bytes"]) == (b["weights_bytes"], b["kv_pool_bytes"])
+    assert any("Falling back" not in c and "get_vllm_model" in c for c in b["serve"]["caveats"])
+    k26, auto = _fit(cli, K26)["engine"], _fit(cli, K26.replace("MODEL_IMPL_TYPE=vllm ", ""))["engine"]
+    assert auto["weights_bytes"] == k26["weights_bytes"]

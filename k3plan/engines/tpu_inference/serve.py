@@ -6,8 +6,11 @@ on a TPU stays torchtpu-vllm's (engines/vllm/serve.py finish); an environment va
 both platforms read MODEL_IMPL_TYPE and the MOE_REQUANTIZE_* variables (tpu-inference's
 tpu_platform.py TpuPlatform.additional_env_vars, kowalski-4831/vllm-torchtpu@0095cdcb's own list).
 
-What is priced: the split an MLA model gets under sharding_strategy's enable_dp_attention, vLLM's model code under
-tpu-inference (MODEL_IMPL_TYPE=vllm: stack option model_impl=vllm), the experts' fp4 requantization at load
+What is priced: the split an MLA model gets under sharding_strategy's enable_dp_attention (with its
+tensor_parallelism and expert_parallelism: from_vllm_config's attn_dp x attn_dp_expert mesh, read where it spans every
+device), vLLM's model code under tpu-inference (MODEL_IMPL_TYPE=vllm: stack option model_impl=vllm), the JAX model
+the stack itself is read from (MODEL_IMPL_TYPE flax_nnx or auto on the checkpoints kimi_k3.py serves, Kimi-Linear and
+K3; the JAX DeepSeek-V3 model is refused by name), the experts' fp4 requantization at load
 (MOE_REQUANTIZE_WEIGHT_DTYPE=fp4, MOE_REQUANTIZE_BLOCK_SIZE=512: option moe_requantize_weight_dtype=fp4: DeepSeek-V3 /
 R1's fp8 experts and Kimi-K2.6 / K2-Thinking's int4 ones; DeepSeek-V4's fp4 experts are requantized alike whatever the
 variables say), the KV dtype, --gpu-memory-utilization, --max-model-len, --max-num-batched-tokens and --max-num-seqs
@@ -36,7 +39,21 @@ SPLIT_SOURCE = (
     "VllmFp8MoEMethod.process_weights_after_loading (the experts over ShardingAxisName.EXPERT, every device)"
 )
 # the sharding_strategy keys k3plan reads; the others change the mesh in ways it has not priced
-STRATEGY_READ = frozenset({"enable_dp_attention"})
+STRATEGY_READ = frozenset({"enable_dp_attention", "tensor_parallelism", "expert_parallelism"})
+STRATEGY_EP = "expert_parallelism"
+# from_vllm_config under enable_dp_attention for an MLA model (num_kv_heads = 1 if use_mla: one KV head a device's
+# cache, num_kv_heads_per_device_in_kv_cache = max(1, 2 / packing) = 1 for bf16 and fp8): with no attn_dp_size,
+# attn_dp = tensor_parallelism (sharding_strategy's where set and unlike --tensor-parallel-size, else the flag's),
+# the 'model' axis tensor_parallelism // attn_dp = 1, and since the 'model' axis then saturates the one KV head
+# (is_kv_fully_sharded_by_tp) every expert_parallelism (default 1) moves to attn_dp_expert, the 'expert' axis 1:
+# attention DP over attn_dp x attn_dp_expert, every device of the mesh. ShardingAxisName.EXPERT (vLLM's model code)
+# spans every axis; ATTN_DATA_EXPERT (kimi_k3.py's routed experts) spans attn_dp_expert and expert only
+MESH_SOURCE = (
+    f"{SOURCE} tpu_inference/layers/common/sharding.py ShardingConfigManager.from_vllm_config (enable_dp_attention, "
+    "MLA: attn_dp = tensor_parallelism, the 'model' axis 1, attn_dp_expert = expert_parallelism; the mesh holds "
+    "attn_dp x attn_dp_expert devices) and ShardingAxisNameBase (EXPERT: every axis; ATTN_DATA_EXPERT: attn_dp_expert, "
+    "expert)"
+)
 # sharding_strategy "tensor_parallelism" replaces --tensor-parallel-size only where it is set and differs from it
 # (from_vllm_config: `if pc_tensor_parallelism != ss_tensor_parallelsim and ss_tensor_parallelsim: tensor_parallelism =
 # ss_tensor_parallelsim else: tensor_parallelism = pc_tensor_parallelism`): equal to the flag (or 0 / null) the mesh
@@ -47,14 +64,15 @@ STRATEGY_TP = "tensor_parallelism"
 # for (num_tokens_paddings), not memory held
 # and "sparse_matmul" (its daily CI's run_jax_deepseek_v3_1k_8k.json, scripts/multihost/benchmarks/jax/
 # run_deepseek_v3_1k_1k.sh): which matmul runs the experts (the grouped, sparse one) over the same weights
-ADDITIONAL_IGNORED = frozenset({"compilation_sizes", "sparse_matmul"})
+# and "replicate_attn_weights", which nothing in tpu_inference reads since #2135 (vllm-project/tpu-inference@350d3857,
+# "[DSv3] Fix sharding of jax path DSV3 ...", an ancestor of b8692ff0 and of a9803230, removed the one reader:
+# models/jax/deepseek_v3.py's `if additional_config.get("replicate_attn_weights")`, which had set the attention
+# projections' shardings to ()); the daily multi-host DeepSeek-R1 benchmark (.buildkite/benchmark/cases/daily/
+# run_jax_deepseek_v3_1k_8k.json) and mlperf.sh / mmlu.sh still pass it. The projections are over ATTN_HEAD =
+# (model, expert, dcp), 1 x 1 x 1 under DP attention, so whole on every device with it or without
+ADDITIONAL_IGNORED = frozenset({"compilation_sizes", "sparse_matmul", "replicate_attn_weights"})
 # keys that change what a device holds in a way k3plan does not price: refused with what they do
-ADDITIONAL_UNPRICED = {
-    # tpu_inference/models/jax/deepseek_v3.py (read in the public code index, commit not pinned): with it the
-    # attention's projections get an empty sharding () in place of ShardingAxisName.MLP_TENSOR -- whole on every
-    # device
-    "replicate_attn_weights": "the attention projections whole on every device (deepseek_v3.py: their sharding ())",
-}
+ADDITIONAL_UNPRICED: dict[str, str] = {}
 
 # --max-num-seqs unset: vLLM's EngineArgs.get_batch_defaults sizes its defaults by current_platform.
 # get_device_total_memory(), in a try whose except sets device_memory = 0; tpu-inference's TpuPlatform.
@@ -83,9 +101,24 @@ MLA_DISABLE = "VLLM_MLA_DISABLE"
 # the JAX profiler around the served batches' phases, after the KV pool is sized): no memory the pool is sized
 # against; its daily DeepSeek-R1 profile cases (.buildkite/benchmark/cases/daily/deepseek_profile.json) set it
 PROFILING_DIR = "PHASED_PROFILING_DIR"
-KNOWN_ENV = frozenset({BACKEND_TYPE, MLA_DISABLE, PROFILING_DIR})
+# the daily multi-host DeepSeek-R1 benchmark's environment (.buildkite/benchmark/cases/daily/
+# run_jax_deepseek_v3_1k_8k.json), each listed for what it does at b8692ff0:
+# - the dtype the GMM_EP / GMM_TP MoE backends all-gather the tokens in (layers/common/moe.py: all_gather_fp8), a
+#   payload inside the compiled step, which runs after the pool is sized (memory.py WORKER_SOURCE)
+ALL_GATHER_DTYPE = "MOE_ALL_GATHER_ACTIVATION_DTYPE"
+# - vLLM's CUDA stream for the shared experts: tpu_inference/env_override.py sets it to "1" on import whatever the
+#   command says
+SHARED_STREAM = "VLLM_DISABLE_SHARED_EXPERTS_STREAM"
+# - Ray's own settings for the multi-host cluster (its log routing, its autoscaler's polling period): no file of
+#   tpu_inference reads them (git grep at b8692ff0), and Ray's head process holds no TPU memory
+RAY_ENV = frozenset({"RAY_LOG_TO_STDERR", "AUTOSCALER_UPDATE_INTERVAL_S"})
+# - the JAX path's MoE backend switch (layers/jax/moe/utils.py select_moe_backend: MEGABLX_GMM when on; envs.py
+#   env_bool, default False): listed off, refused on (that backend's layout not read)
+UNFUSED_MEGABLOCKS = "USE_UNFUSED_MEGABLOCKS"
+LISTED_ENV = frozenset({ALL_GATHER_DTYPE, SHARED_STREAM}) | RAY_ENV
+KNOWN_ENV = frozenset({BACKEND_TYPE, MLA_DISABLE, PROFILING_DIR, UNFUSED_MEGABLOCKS}) | LISTED_ENV
 PRICED_ENV = frozenset({MODEL_IMPL, REQUANT_DTYPE, REQUANT_BLOCK, NEW_MODEL_DESIGN, MLA_DISABLE, BACKEND_TYPE})
-PRICED_ENV |= {PROFILING_DIR}
+PRICED_ENV |= {PROFILING_DIR, UNFUSED_MEGABLOCKS} | LISTED_ENV
 # the fp8 checkpoints whose experts the fp4 requantization is priced for (fp8_block experts: the runtime format
 # stack option moe_requantize_weight_dtype=fp4 maps), by the ids k3plan.engines.serve.HF_MODELS reads as deepseek-v3
 FP8_EXPERT_MODELS = frozenset(
@@ -111,6 +144,34 @@ DSV4_EXPERT_MODELS = frozenset(
 # the one priced
 IMPLS = tuple("auto vllm flax_nnx jetpack".split())
 VLLM_CODE = IMPLS[1]
+JAX_IMPLS = frozenset({"auto", "flax_nnx"})
+# the architectures tpu-inference's JAX kimi_k3.py serves, the stack's own model (stack.yaml option model_impl,
+# default flax_nnx): model_loader.py _get_model_architecture at 811f8e20 (the K3 branch) registers
+# KimiLinearForCausalLM and KimiK3ForConditionalGeneration from models/jax/kimi_k3.py; neither is among
+# _VLLM_PREFERRED_ARCHITECTURES, so MODEL_IMPL_TYPE auto resolves to it as well
+KIMI_SOURCE = "vllm-project/tpu-inference@811f8e20 tpu_inference/models/jax/kimi_k3.py"
+JAX_KIMI_ARCHS = frozenset({"KimiLinearForCausalLM", "KimiK3ForConditionalGeneration"})
+# the JAX DeepSeek-V3 / R1 model MODEL_IMPL_TYPE flax_nnx runs for them (not priced: its weights' formats under
+# tpu-inference's JAX quantization were not read)
+JAX_DEEPSEEK = f"{SOURCE} tpu_inference/models/jax/deepseek_v3.py DeepseekV3ForCausalLM"
+# the JAX registry at b8692ff0 (model_loader.py _get_model_architecture's _MODEL_REGISTRY): an architecture outside it
+# raises UnsupportedArchitectureError, which get_model's flax_nnx case catches ("Falling back to vLLM-native Pytorch
+# definition") and answers with get_vllm_model, vLLM's model code as under MODEL_IMPL_TYPE=vllm (DeepSeek-V4,
+# Kimi-K2.5 / K2.6 among k3plan's checkpoints); 'auto' resolves to vllm for _VLLM_PREFERRED_ARCHITECTURES first
+JAX_REGISTERED = frozenset(
+    {"Llama4ForCausalLM", "DeepseekV3ForCausalLM", "LlamaForCausalLM", "Llama4ForConditionalGeneration"}
+    | {"Qwen3ForCausalLM", "Qwen2_5_VLForConditionalGeneration", "Eagle3LlamaForCausalLM", "GptOssForCausalLM"}
+    | {"Qwen2ForCausalLM", "Gemma4ForConditionalGeneration", "Gemma4ForCausalLM", "Gemma4MTPModel"}
+    | {"DFlashForCausalLM", "DFlashDraftModel"}
+)
+VLLM_PREFERRED = frozenset(
+    {"GptOssForCausalLM", "Qwen3MoeForCausalLM", "KimiK25ForConditionalGeneration"}
+    | {"Qwen3_5MoeForConditionalGeneration"}
+)
+FALLBACK_SOURCE = (
+    f"{SOURCE} tpu_inference/models/common/model_loader.py get_model (flax_nnx: UnsupportedArchitectureError -> "
+    "get_vllm_model) and resolve_model_architecture (auto: vllm for _VLLM_PREFERRED_ARCHITECTURES)"
+)
 
 
 def routes(r: Reading) -> bool:
@@ -120,9 +181,10 @@ def routes(r: Reading) -> bool:
     return r.platform == "tpu" and extra is not None and "sharding" in json_object(ADDITIONAL, extra)
 
 
-def _additional(r: Reading) -> None:
-    """--additional-config: the sharding strategy (enable_dp_attention read, its other keys refused), the compile
-    sizes (no memory effect); any other key refused."""
+def _additional(r: Reading) -> int:
+    """--additional-config: the sharding strategy (enable_dp_attention, tensor_parallelism and expert_parallelism
+    read: the mesh, returned as the ways its ATTN_DATA_EXPERT axes split; other keys refused), the compile sizes,
+    the sparse matmul and replicate_attn_weights (no memory effect); any other key refused."""
     extra = json_object(ADDITIONAL, r.get(ADDITIONAL))
     for key in sorted(extra):
         if key in ADDITIONAL_IGNORED:
@@ -154,8 +216,9 @@ def _additional(r: Reading) -> None:
     unread = sorted(set(strategy) - STRATEGY_READ)
     if unread:
         raise K3PlanError(
-            f"--serve: {ADDITIONAL} sharding_strategy {unread[0]!r}: k3plan reads enable_dp_attention only; the mesh "
-            f"{unread[0]} sets (ShardingConfigManager.from_vllm_config) is not priced"
+            f"--serve: {ADDITIONAL} sharding_strategy {unread[0]!r}: k3plan reads enable_dp_attention, "
+            f"tensor_parallelism and expert_parallelism; the mesh {unread[0]} sets "
+            "(ShardingConfigManager.from_vllm_config) is not priced"
         )
     if strategy.get("enable_dp_attention") is not True or not env_on(r.env.get(NEW_MODEL_DESIGN, "0")):
         # the engine's own refusal, before any weight loads (every model k3plan bundles is MLA)
@@ -165,36 +228,113 @@ def _additional(r: Reading) -> None:
             f"variable to be set and DP attention; {SOURCE} tpu_inference/platforms/tpu_platform.py "
             "TpuPlatform.check_and_update_config)"
         )
+    return _expert_axis(r, strategy)
 
 
-def _env(r: Reading) -> None:
-    """MODEL_IMPL_TYPE (vllm priced; the JAX path's placement for these models not read), the fp4 requantization
-    (priced at 512-blocks on vLLM's model code), VLLM_MLA_DISABLE=0 and TPU_BACKEND_TYPE (no effect)."""
+def _count(key: str, value: object) -> int:
+    """A sharding_strategy degree: a whole number of at least 1."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise K3PlanError(f"--serve: {ADDITIONAL} sharding_strategy {key} {value!r}: expected a whole number >= 1")
+    return value
+
+
+def _expert_axis(r: Reading, strategy: dict[str, object]) -> int:
+    """The mesh from_vllm_config builds under DP attention for an MLA model (MESH_SOURCE): attn_dp x attn_dp_expert,
+    the 'model' axis 1; it must hold the --tensor-parallel-size devices. Returns attn_dp_expert, the ways
+    ATTN_DATA_EXPERT (kimi_k3.py's routed experts) is split."""
+    tp = _count(STRATEGY_TP, strategy[STRATEGY_TP]) if STRATEGY_TP in strategy else r.tp
+    attn_dp_expert = _count(STRATEGY_EP, strategy.get(STRATEGY_EP, 1))
+    if tp * attn_dp_expert != r.tp:
+        raise K3PlanError(
+            f"--serve: {ADDITIONAL} sharding_strategy {STRATEGY_TP} {tp} x {STRATEGY_EP} {attn_dp_expert}: "
+            f"tpu-inference's DP-attention mesh for an MLA model is attn_dp {tp} x attn_dp_expert {attn_dp_expert} = "
+            f"{tp * attn_dp_expert} devices, not the {r.tp} of --tensor-parallel-size ({MESH_SOURCE}; "
+            "tpu_runner.py TPUModelRunner._create_single_slice_mesh shapes the worker's devices into it); k3plan "
+            "reads a mesh over every device"
+        )
+    return attn_dp_expert
+
+
+def _architecture(r: Reading) -> str:
+    """The served checkpoint's architecture (its bundled config.json's first "architectures" entry)."""
+    from k3plan.models.loader import read_config, resolve_config_path
+
+    model = r.model or ""
+    bundled = r.resolve(model) if r.resolve is not None else model
+    names = read_config(resolve_config_path(bundled)[1]).get("architectures") or [""]
+    return str(names[0])
+
+
+def _jax_kimi(r: Reading, impl: str, expert_ways: int) -> None:
+    """MODEL_IMPL_TYPE flax_nnx (or auto) on a checkpoint kimi_k3.py serves: the stack's own model (option model_impl
+    at its default), whose routed experts lie over ATTN_DATA_EXPERT only: k3plan's tp 1 needs them over every
+    device (sharding_strategy expert_parallelism = --tensor-parallel-size)."""
+    dtype = r.env.get(REQUANT_DTYPE, "").strip()
+    if dtype:
+        raise K3PlanError(
+            f"--serve: {REQUANT_DTYPE}={dtype} on tpu-inference's JAX Kimi model ({MODEL_IMPL}={impl}): its "
+            "requantization of the experts was not read; k3plan prices the JAX Kimi model's experts in their "
+            "checkpoint format"
+        )
+    if expert_ways == 1:
+        # the engine's own refusal, raised in KimiLinearForCausalLM.__init__ before any weight loads
+        raise K3PlanError(
+            f"--serve: tpu-inference's JAX Kimi model refuses this mesh: sharding_strategy {STRATEGY_EP} unset (1) "
+            f"puts its routed experts (P(ATTN_DATA_EXPERT, None, MODEL)) on attn_dp_expert 1 x 'model' 1 (ValueError: "
+            f"[kimi] the routed experts would be replicated on all {r.dp} devices ...; {KIMI_SOURCE} "
+            f"validate_routed_expert_sharding); set {STRATEGY_EP} {r.dp} with {STRATEGY_TP} 1"
+        )
+    if expert_ways != r.dp:
+        raise K3PlanError(
+            f"--serve: sharding_strategy {STRATEGY_EP} {expert_ways} on {r.dp} devices: tpu-inference's JAX Kimi "
+            f"model splits its routed experts {expert_ways} ways over attn_dp_expert and replicates them over attn_dp "
+            f"({KIMI_SOURCE} routed_expert_shardings), a split k3plan's mesh (tp 1: the experts over every device) "
+            f"does not express; k3plan reads {STRATEGY_EP} {r.dp} with {STRATEGY_TP} 1"
+        )
+    r.env_read.add(MODEL_IMPL)  # the stack's model_impl default: nothing to set
+
+
+def _env(r: Reading, expert_ways: int) -> None:
+    """MODEL_IMPL_TYPE (vllm priced; flax_nnx / auto priced for the checkpoints kimi_k3.py serves, the stack's own
+    model; the JAX DeepSeek refused), the fp4 requantization (priced at 512-blocks on vLLM's model code),
+    VLLM_MLA_DISABLE=0 and TPU_BACKEND_TYPE (no effect)."""
     env = r.env
     impl = env.get(MODEL_IMPL, "auto").strip() or "auto"
     dtype = env.get(REQUANT_DTYPE, "").strip()
     block = env.get(REQUANT_BLOCK, "").strip()
-    if impl != VLLM_CODE:
-        if dtype:
-            raise K3PlanError(
-                f"--serve: {REQUANT_DTYPE}={dtype} on tpu-inference's JAX model path ({MODEL_IMPL}={impl}): the JAX "
-                "model's requantized experts were not read; k3plan prices the fp4 requantization on vLLM's model code "
-                f"({MODEL_IMPL}=vllm)"
-            )
+    if impl not in IMPLS:
+        raise K3PlanError(
+            f"--serve: {MODEL_IMPL}={impl}: not a value tpu-inference takes (envs.py: auto, vllm, flax_nnx, jetpack)"
+        )
+    arch = _architecture(r) if impl in JAX_IMPLS else ""
+    vllm_code = (
+        impl in JAX_IMPLS
+        and arch not in JAX_KIMI_ARCHS
+        and (arch not in JAX_REGISTERED or (impl == "auto" and arch in VLLM_PREFERRED))
+    )
+    if vllm_code:
+        r.caveats.append(
+            f"{MODEL_IMPL}={impl}: {arch} runs on vLLM's model code under tpu-inference ({FALLBACK_SOURCE}), "
+            f"priced as {MODEL_IMPL}=vllm"
+        )
+        impl = VLLM_CODE
+    if impl in JAX_IMPLS and arch in JAX_KIMI_ARCHS:
+        _jax_kimi(r, impl, expert_ways)
+    elif impl != VLLM_CODE:
         why = (
-            "'auto' resolves to flax_nnx (tpu_inference/models/common/model_loader.py resolve_model_architecture: "
-            "vllm only for _VLLM_PREFERRED_ARCHITECTURES)"
-            if impl == "auto"
-            else "a model path k3plan has not read"
-            if impl in IMPLS
-            else "not a value tpu-inference takes (envs.py: auto, vllm, flax_nnx, jetpack)"
+            f"{'auto resolves to flax_nnx (model_loader.py resolve_model_architecture: vllm only for _VLLM_PREFERRED_ARCHITECTURES), ' if impl == 'auto' else ''}"
+            f"tpu-inference's JAX {arch} (model_loader.py _get_model_architecture; {JAX_DEEPSEEK} for DeepSeek-V3 "
+            "/ R1), a model implementation k3plan does not model: its tpu-inference rules are kimi_k3.py's (the JAX "
+            "Kimi-Linear / K3) and vLLM's model code"
+            if impl in JAX_IMPLS
+            else "tpu-inference's jetpack model path, which k3plan has not read"
         )
         raise K3PlanError(
-            f"--serve: {MODEL_IMPL}={impl}: {why}; the placement of the JAX DeepSeek / Kimi models under this "
-            f"sharding_strategy was not read; k3plan prices tpu-inference's command with vLLM's model code "
-            f"({MODEL_IMPL}=vllm)"
+            f"--serve: {MODEL_IMPL}={impl}: {why}; k3plan prices this checkpoint on tpu-inference with vLLM's model "
+            f"code ({MODEL_IMPL}=vllm)"
         )
-    r.options["model_impl"] = VLLM_CODE
+    else:
+        r.options["model_impl"] = VLLM_CODE
     if dtype:
         if dtype != "fp4":
             raise K3PlanError(
@@ -219,9 +359,16 @@ def _env(r: Reading) -> None:
             f"--serve: {MLA_DISABLE}={mla_off}: vLLM without MLA (its attention as plain heads) is not priced; "
             "k3plan prices MLA, vLLM's default (0)"
         )
+    megablocks = env.get(UNFUSED_MEGABLOCKS)
+    if megablocks is not None and env_on(megablocks):
+        raise K3PlanError(
+            f"--serve: {UNFUSED_MEGABLOCKS}={megablocks}: the JAX path's MEGABLX_GMM MoE backend "
+            f"({SOURCE} tpu_inference/layers/jax/moe/utils.py select_moe_backend) was not read; remove it"
+        )
     r.env_read |= PRICED_ENV & set(env)
     # NEW_MODEL_DESIGN=1 is read (the MLA models' requirement above), not listed as ignored
-    r.ignored += [f"{k}={env[k]}" for k in (MLA_DISABLE, BACKEND_TYPE, PROFILING_DIR) if k in env]
+    listed = (MLA_DISABLE, BACKEND_TYPE, PROFILING_DIR, UNFUSED_MEGABLOCKS, *sorted(LISTED_ENV))
+    r.ignored += [f"{k}={env[k]}" for k in listed if k in env]
 
 
 def _tokens(flag: str, value: str) -> int:
@@ -233,6 +380,28 @@ def _tokens(flag: str, value: str) -> int:
             f"--serve: {flag} {value!r}: expected a whole number (a binary suffix takes no decimals)"
         ) from None
     return flag_int(flag, value if n is None else str(n))
+
+
+def _hf_config(r: Reading, path: str | None) -> None:
+    """--hf-config-path: vLLM's "name or path of the Hugging Face config to use" in place of the model's (vllm 0.28.0
+    wheel (PyPI) vllm/config/model.py ModelConfig.hf_config_path). Listed where it names the served checkpoint (the
+    daily multi-host DeepSeek-R1 run names deepseek-ai/DeepSeek-R1 beside its gs:// copy); another checkpoint's
+    config would be another model's shapes: refused."""
+    if path is None:
+        return
+    model = r.model or ""
+    same = path.strip().rstrip("/").lower() == model.strip().rstrip("/").lower()
+    if not same and r.resolve is not None:
+        try:
+            same = r.resolve(path) == r.resolve(model)
+        except K3PlanError:
+            same = False
+    if not same:
+        raise K3PlanError(
+            f"--serve: --hf-config-path {path}: the config of another checkpoint than {r.model}; k3plan prices the "
+            "served checkpoint's own config (give it as the model)"
+        )
+    r.ignored.append(f"--hf-config-path {path}")
 
 
 def read(r: Reading) -> None:
@@ -252,7 +421,7 @@ def read(r: Reading) -> None:
             f"--serve: {which} on tpu-inference: its 'data' mesh axis and pipeline stages were not read; k3plan reads "
             "the attention DP sharding_strategy makes of --tensor-parallel-size"
         )
-    _additional(r)
+    expert_ways = _additional(r)
     devices = r.tp
     r.tp, r.dp, r.ep = 1, devices, devices  # attention tp 1 x dp N, the experts over all N (SPLIT_SOURCE)
     ep_flag = get("--enable-expert-parallel", None)
@@ -274,6 +443,7 @@ def read(r: Reading) -> None:
             "flag"
         )
     r.chunk = _tokens("--max-num-batched-tokens", str(chunk))
+    _hf_config(r, get("--hf-config-path", None))
     # per DP rank: tpu_runner.py TPUModelRunner._init_inputs (max_num_reqs = dp_size x max_num_seqs; the DP
     # scheduler's per-rank limits, core/sched/dp_scheduler.py)
     r.batch = flag_int("--max-num-seqs", str(seqs)) if seqs is not None else DEFAULT_MAX_NUM_SEQS
@@ -293,7 +463,7 @@ def read(r: Reading) -> None:
             "--serve: --block-size on tpu-inference: k3plan prices its MLA page, the 1,024 tokens it sets "
             "(tpu_platform.py) when none is given; remove it"
         )
-    _env(r)
+    _env(r, expert_ways)
     if r.options.get("moe_requantize_weight_dtype") == "fp4":
         if r.model.strip().rstrip("/").lower() not in FP8_EXPERT_MODELS | INT4_EXPERT_MODELS | DSV4_EXPERT_MODELS:
             raise K3PlanError(

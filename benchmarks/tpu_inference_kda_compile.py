@@ -1,0 +1,152 @@
+"""Compile tpu-inference's own KDA sublayer (tpu_inference/layers/common/kda_attention.py kda_attention: the
+projections, the ragged convs and the chunked recurrent scan under the attention-DP shard_map, the state written
+back) deviceless for a TPU topology, N layers in one step with the state pools donated as the runner donates its
+caches, and print XLA's memory analysis a device, as JSON. Run by hand (a point takes ~1-3 min on a 2-core machine);
+not a test. Needs libtpu (pip install -e ".[tpu]") and the engine's source at the commit read, e.g.
+
+    git --git-dir=<mirror of vllm-project/tpu-inference> archive 811f8e20 tpu_inference | tar x -C /tmp/ti
+    python3 benchmarks/tpu_inference_kda_compile.py --src /tmp/ti --tokens 8192 --slots 520 --layers 20
+
+The mesh is the NEW_MODEL_DESIGN one (data, attn_dp, attn_dp_expert, expert, model, dcp, pcp) with every device on
+attn_dp_expert (sharding_strategy tensor_parallelism 1 x expert_parallelism N under enable_dp_attention): the tokens,
+the ragged metadata and the state pools split over ATTN_DATA, the KDA parameters replicated (kimi_k3.py
+KimiDeltaAttention). The default shapes are Kimi-Linear-48B's (hidden 2,304, 32 heads of 128, conv kernel 4, the
+low-rank output gate, the softplus decay: kda_gate_lower_bound unset). --tokens is the step's global token bucket
+(tpu_runner.py _init_inputs: the largest is max_num_batched_tokens x the DP size); --slots the state pool's global
+slots (kv_cache_manager.py _maybe_set_compact_mamba_num_blocks_override: max_num_reqs + 1 rounded up to the
+ATTN_DATA size); --reqs the requests a rank. Only the engine's logger, envs and tpu_inference.utils are stubbed; the
+KDA code is its own. The figure to compare: the pools' bytes a device (printed as state_pool_bytes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from tpu_inference_moe_compile import _stub_package  # noqa: E402  (the same stubs as the MoE compile)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--src", required=True, help="a folder holding tpu_inference/ at the commit read")
+    p.add_argument("--target", default="tpu7x:2x2x1", help="a topology libtpu compiles for (default %(default)s)")
+    p.add_argument("--tokens", type=int, default=8192)
+    p.add_argument("--slots", type=int, default=520)
+    p.add_argument("--reqs", type=int, default=64, help="requests a rank (max_num_seqs)")
+    p.add_argument("--hidden", type=int, default=2304)
+    p.add_argument("--heads", type=int, default=32)
+    p.add_argument("--head-dim", type=int, default=128)
+    p.add_argument("--kernel", type=int, default=4)
+    p.add_argument("--layers", type=int, default=1, help="KDA layers in a row, each with its own state pool")
+    p.add_argument(
+        "--no-conv",
+        action="store_true",
+        help="replace ragged_conv1d by the identity (its conv state returned as given): the recurrent scan alone, for "
+        "a libtpu whose compile of the conv's gather runs out of VMEM (jax 0.10.2's, where the engine pins 0.11.0)",
+    )
+    a = p.parse_args()
+    os.environ.setdefault("NEW_MODEL_DESIGN", "1")
+    from k3plan.libtpu_env import quiet_libtpu
+
+    quiet_libtpu()
+    _stub_package(a.src)
+
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax.experimental import topologies
+    from jax.sharding import Mesh, NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    devs = topologies.get_topology_desc(platform="tpu", topology_name=a.target).devices
+    kda = importlib.import_module("tpu_inference.layers.common.kda_attention")
+    if a.no_conv:
+        kda.ragged_conv1d = lambda x, conv_state, *_, **__: (x, conv_state)
+    axis = importlib.import_module("tpu_inference.layers.common.sharding").ShardingAxisName
+    names = ("data", "attn_dp", "attn_dp_expert", "expert", "model", "dcp", "pcp")
+    n = len(devs)
+    mesh = Mesh(np.array(devs).reshape(1, 1, n, 1, 1, 1, 1), names)
+
+    def arg(shape, dtype, spec):
+        return jax.ShapeDtypeStruct(shape, dtype, sharding=NamedSharding(mesh, spec))
+
+    t, d, h, k, w, s = a.tokens, a.hidden, a.heads, a.head_dim, a.kernel, a.slots
+    hk = h * k
+    rep = P()
+    params = kda.KDAParams(
+        q_proj=arg((hk, d), jnp.bfloat16, rep),
+        k_proj=arg((hk, d), jnp.bfloat16, rep),
+        v_proj=arg((hk, d), jnp.bfloat16, rep),
+        q_conv_weight=arg((hk, 1, w), jnp.bfloat16, rep),
+        k_conv_weight=arg((hk, 1, w), jnp.bfloat16, rep),
+        v_conv_weight=arg((hk, 1, w), jnp.bfloat16, rep),
+        A_log=arg((h,), jnp.float32, rep),
+        dt_bias=arg((hk,), jnp.float32, rep),
+        f_a_proj=arg((k, d), jnp.bfloat16, rep),
+        f_b_proj=arg((hk, k), jnp.bfloat16, rep),
+        b_proj=arg((h, d), jnp.bfloat16, rep),
+        o_norm_weight=arg((k,), jnp.bfloat16, rep),
+        o_proj=arg((d, hk), jnp.bfloat16, rep),
+        g_a_proj=arg((k, d), jnp.bfloat16, rep),
+        g_b_proj=arg((hk, k), jnp.bfloat16, rep),
+    )
+    data = axis.ATTN_DATA
+    state = kda.KDAState(
+        conv_q=arg((s, w - 1, hk), jnp.bfloat16, P(data, None, None)),
+        conv_k=arg((s, w - 1, hk), jnp.bfloat16, P(data, None, None)),
+        conv_v=arg((s, w - 1, hk), jnp.bfloat16, P(data, None, None)),
+        recurrent=arg((s, h, k, k), jnp.float32, P(data, None, None, None)),
+    )
+    meta = (
+        arg((n * a.reqs,), jnp.int32, P(data)),  # state_indices
+        arg((n * (a.reqs + 1),), jnp.int32, P(data)),  # query_start_loc, a rank's (reqs + 1) entries
+        arg((n * 3,), jnp.int32, P(data)),  # distribution
+        arg((n * a.reqs,), jnp.bool_, P(data)),  # has_initial_state
+    )
+    x = arg((t, d), jnp.bfloat16, P(data, None))
+
+    def step(states, x, params, idx, qsl, dist, init):
+        out = []
+        for st in states:
+            new, y = kda.kda_attention(
+                x, params, st, idx, qsl, dist, init, num_heads=h, head_dim=k, kernel_size=w, mesh=mesh
+            )
+            x = (x + y).astype(x.dtype)
+            out.append(new)
+        return out, x
+
+    states = [state] * a.layers
+    t0 = time.time()
+    with jax.set_mesh(mesh):
+        m = jax.jit(step, donate_argnums=(0,)).lower(states, x, params, *meta).compile().memory_analysis()
+    pool = sum(
+        int(np.prod(v.shape)) * jnp.dtype(v.dtype).itemsize // n for st in states for v in st
+    )  # the pools' bytes a device
+    print(
+        json.dumps(
+            {
+                "target": a.target,
+                "device_kind": devs[0].device_kind,
+                "jax": jax.__version__,
+                "point": {
+                    k_: getattr(a, k_) for k_ in ("tokens", "slots", "reqs", "hidden", "heads", "layers", "no_conv")
+                },
+                "state_pool_bytes": pool,
+                "temp_bytes": m.temp_size_in_bytes,
+                "argument_bytes": m.argument_size_in_bytes,
+                "output_bytes": m.output_size_in_bytes,
+                "alias_bytes": m.alias_size_in_bytes,
+                "compile_s": round(time.time() - t0, 1),
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
