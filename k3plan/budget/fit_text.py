@@ -50,8 +50,7 @@ def provenance(
         + (
             f"; + the vision tower, {sum(t.nbytes for t in setup.model.inventory.of_kind('vision')):,} B whole on "
             "every device (the serve command's engine builds it: Engine.loads_vision_tower; vLLM unless "
-            "--language-model-only or, from 0.16.0 for Kimi-K2.5/K2.6, --limit-mm-per-prompt 0 for its vision_chunk: "
-            "Engine.tower_off_by_limits)"
+            "--language-model-only or its modalities limited to 0: Engine.tower_off_by_limits)"
             if stack.vision_whole
             else ""
         )
