@@ -88,3 +88,25 @@ def transposed_torchtpu_stack() -> str:
     path = Path(_STACK_DIR.name) / "torchtpu-transposed.yaml"
     path.write_text(yaml.safe_dump(data))
     return str(path)
+
+
+def dsv3_fp8_mlp_bytes(intermediate: int, layers: int) -> int:
+    """gate, up and down of hidden x ``intermediate`` in FP8 (1 B) with a float32 scale a 128 x 128 block
+    (quantization_config.weight_block_size), over ``layers`` layers, from the bundled DeepSeek-V3 config."""
+    c = bundled_raw("deepseek-v3")
+    h = c["hidden_size"]
+    bh, bi = c["quantization_config"]["weight_block_size"]
+    return layers * (3 * h * intermediate + 3 * (h // bh) * (intermediate // bi) * 4)
+
+
+def dsv3_dense_mlp_bytes() -> int:
+    """DeepSeek-V3's dense layers' MLPs (first_k_dense_replace of them), whole."""
+    c = bundled_raw("deepseek-v3")
+    return dsv3_fp8_mlp_bytes(c["intermediate_size"], c["first_k_dense_replace"])
+
+
+def dsv3_shared_expert_bytes() -> int:
+    """DeepSeek-V3's shared experts over its MoE layers, whole."""
+    c = bundled_raw("deepseek-v3")
+    moe_layers = c["num_hidden_layers"] - c["first_k_dense_replace"]
+    return dsv3_fp8_mlp_bytes(c["moe_intermediate_size"] * c["n_shared_experts"], moe_layers)

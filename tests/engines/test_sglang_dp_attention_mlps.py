@@ -8,10 +8,10 @@ figure; the dp-attention stack's own rule (the attention-TP group), which TPU se
 from __future__ import annotations
 
 import json
-from pathlib import Path
+
+from tests.k3_testing import dsv3_dense_mlp_bytes, dsv3_shared_expert_bytes
 
 V3 = "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp 8 --dp 8 --enable-dp-attention"
-CONFIG = Path(__file__).resolve().parents[2] / "k3plan" / "models" / "bundled" / "deepseek-v3" / "config.json"
 
 
 def _fit(cli, cmd: str, release: str = "0.5.15", hardware: str = "nvidia-h200") -> dict:
@@ -20,53 +20,38 @@ def _fit(cli, cmd: str, release: str = "0.5.15", hardware: str = "nvidia-h200") 
     return json.loads(r.stdout)
 
 
-def _fp8_mlp_bytes(intermediate: int, layers: int) -> int:
-    """gate, up and down of hidden x ``intermediate`` in FP8 (1 B) with a float32 scale a 128 x 128 block
-    (quantization_config.weight_block_size), over ``layers`` layers, from DeepSeek-V3's config."""
-    c = json.loads(CONFIG.read_text())
-    h = c["hidden_size"]
-    bh, bi = c["quantization_config"]["weight_block_size"]
-    return layers * (3 * h * intermediate + 3 * (h // bh) * (intermediate // bi) * 4)
-
-
-def _dense() -> int:
-    c = json.loads(CONFIG.read_text())
-    return _fp8_mlp_bytes(c["intermediate_size"], c["first_k_dense_replace"])
-
-
-def _shared() -> int:
-    c = json.loads(CONFIG.read_text())
-    return _fp8_mlp_bytes(c["moe_intermediate_size"] * c["n_shared_experts"], c["num_hidden_layers"] - 3)
-
-
 def test_the_dense_mlp_and_shared_experts_are_over_tp_x_dp_without_an_all_to_all_backend(cli):
     d = _fit(cli, V3)
     assert d["parallel"]["tp"] == 1 and d["parallel"]["dp"] == 8  # attention TP 1
     assert d["engine"]["serve"]["stack"] == "dp-attention:moe_a2a_backend=none"
     roles = d["weights_by_role"]
-    assert roles["dense_mlp"] == _dense() // 8 and roles["shared_expert"] == _shared() // 8
+    assert (
+        roles["dense_mlp"] == dsv3_dense_mlp_bytes() // 8 and roles["shared_expert"] == dsv3_shared_expert_bytes() // 8
+    )
 
 
 def test_deepep_holds_the_shared_experts_whole_and_moe_dense_tp_size_1_the_dense_mlp(cli):
     base = _fit(cli, V3)["engine"]
     deepep = _fit(cli, V3 + " --moe-a2a-backend deepep")
-    assert deepep["weights_by_role"]["shared_expert"] == _shared()  # tp_size 1 under an all-to-all backend
-    assert deepep["weights_by_role"]["dense_mlp"] == _dense() // 8
+    assert (
+        deepep["weights_by_role"]["shared_expert"] == dsv3_shared_expert_bytes()
+    )  # tp_size 1 under an all-to-all backend
+    assert deepep["weights_by_role"]["dense_mlp"] == dsv3_dense_mlp_bytes() // 8
     whole = _fit(cli, V3 + " --moe-dense-tp-size 1")
-    assert whole["weights_by_role"]["dense_mlp"] == _dense()
-    assert whole["engine"]["weights_bytes"] - base["weights_bytes"] == _dense() * 7 // 8
+    assert whole["weights_by_role"]["dense_mlp"] == dsv3_dense_mlp_bytes()
+    assert whole["engine"]["weights_bytes"] - base["weights_bytes"] == dsv3_dense_mlp_bytes() * 7 // 8
     # the engine's pool moves by exactly the weights' difference (one figure for the budget and the start check)
-    assert base["kv_pool_bytes"] - whole["engine"]["kv_pool_bytes"] == _dense() * 7 // 8
+    assert base["kv_pool_bytes"] - whole["engine"]["kv_pool_bytes"] == dsv3_dense_mlp_bytes() * 7 // 8
 
 
 def test_0_4_6_s_clones_stay_whole_and_amd_s_ep_fused_copy_too(cli):
     # 0.4.6 fuses tp_size clones into the routed MoE on an NVIDIA GPU: one whole shared expert a GPU
     old = _fit(cli, V3, "0.4.6")
-    assert old["weights_by_role"]["shared_expert"] == _shared()
-    assert old["weights_by_role"]["dense_mlp"] == _dense() // 8
+    assert old["weights_by_role"]["shared_expert"] == dsv3_shared_expert_bytes()
+    assert old["weights_by_role"]["dense_mlp"] == dsv3_dense_mlp_bytes() // 8
     # from 0.5.6 an AMD GPU under expert parallelism fuses it as a local expert of every EP rank: whole at ep = tp_size
     amd = _fit(cli, V3 + " --ep-size 8", "0.5.15", "amd-mi300x")
-    assert amd["weights_by_role"]["shared_expert"] == _shared()
+    assert amd["weights_by_role"]["shared_expert"] == dsv3_shared_expert_bytes()
 
 
 def test_models_whose_class_was_not_read_and_dp_1_set_nothing():

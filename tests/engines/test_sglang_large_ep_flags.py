@@ -16,15 +16,14 @@ DeepSeek PD-disaggregation / large-scale EP commands), each priced from SGLang's
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from k3plan.engines.serve import parse_serve
 from k3plan.errors import K3PlanError
+from tests.k3_testing import dsv3_dense_mlp_bytes, dsv3_shared_expert_bytes
 
 V3 = "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp 8 --trust-remote-code"
-CONFIG = Path(__file__).resolve().parents[2] / "k3plan" / "models" / "bundled" / "deepseek-v3" / "config.json"
 
 
 def _engine(cli, cmd: str, release: str, hardware: str = "nvidia-h200") -> dict:
@@ -33,38 +32,18 @@ def _engine(cli, cmd: str, release: str, hardware: str = "nvidia-h200") -> dict:
     return json.loads(r.stdout)["engine"]
 
 
-def _fp8_mlp_bytes(intermediate: int, layers: int) -> int:
-    """gate, up and down of hidden x ``intermediate`` in FP8 (1 B) with a float32 scale a 128 x 128 block
-    (quantization_config.weight_block_size), over ``layers`` layers, from DeepSeek-V3's config."""
-    c = json.loads(CONFIG.read_text())
-    h = c["hidden_size"]
-    bh, bi = c["quantization_config"]["weight_block_size"]
-    return layers * (3 * h * intermediate + 3 * (h // bh) * (intermediate // bi) * 4)
-
-
-def _dense_mlp_bytes() -> int:
-    c = json.loads(CONFIG.read_text())
-    return _fp8_mlp_bytes(c["intermediate_size"], c["first_k_dense_replace"])
-
-
-def _shared_expert_bytes() -> int:
-    c = json.loads(CONFIG.read_text())
-    moe_layers = c["num_hidden_layers"] - c["first_k_dense_replace"]
-    return _fp8_mlp_bytes(c["moe_intermediate_size"] * c["n_shared_experts"], moe_layers)
-
-
 def test_moe_dense_tp_size_1_holds_the_dense_mlp_whole_on_every_gpu(cli):
     base = _engine(cli, V3, "0.5.15")
     whole = _engine(cli, V3 + " --moe-dense-tp-size 1", "0.5.15")
     # DeepSeek-V3's three dense layers whole where the TP split held 1/8 of them: + 7/8 (~0.97 GiB a GPU)
-    assert whole["weights_bytes"] - base["weights_bytes"] == _dense_mlp_bytes() * 7 // 8
+    assert whole["weights_bytes"] - base["weights_bytes"] == dsv3_dense_mlp_bytes() * 7 // 8
     assert whole["kv_pool_tokens"] < base["kv_pool_tokens"]
     # tp_size: the TP group, SGLang's split without the flag (accepted from 0.5.13)
     same = _engine(cli, V3 + " --moe-dense-tp-size 8", "0.5.15")
     assert same["weights_bytes"] == base["weights_bytes"] and "--moe-dense-tp-size" in same["serve"]["ignored"]
     # the same rule in the oldest release read with the option
     old = _engine(cli, V3 + " --moe-dense-tp-size 1", "0.4.7")
-    assert old["weights_bytes"] - _engine(cli, V3, "0.4.7")["weights_bytes"] == _dense_mlp_bytes() * 7 // 8
+    assert old["weights_bytes"] - _engine(cli, V3, "0.4.7")["weights_bytes"] == dsv3_dense_mlp_bytes() * 7 // 8
 
 
 def test_moe_dense_tp_size_under_dp_attention_and_where_the_class_does_not_read_it(cli):
@@ -74,7 +53,7 @@ def test_moe_dense_tp_size_under_dp_attention_and_where_the_class_does_not_read_
     assert (
         _engine(cli, dpa + " --moe-dense-tp-size 1", "0.5.15")["weights_bytes"]
         - _engine(cli, dpa, "0.5.15")["weights_bytes"]
-        == _dense_mlp_bytes() * 7 // 8
+        == dsv3_dense_mlp_bytes() * 7 // 8
     )
     # DeepSeek-V4 has no dense layer; Kimi-K3's KimiK3MLP takes its group from --enable-dense-mlp-attn-tp
     for model in ("deepseek-ai/DeepSeek-V4-Pro", "moonshotai/Kimi-K3"):
@@ -107,7 +86,7 @@ def test_shared_expert_fusion_on_amd_under_ep_holds_a_whole_expert_a_rank(cli):
     fused = _engine(cli, ep, "0.5.15", "amd-mi300x")
     apart = _engine(cli, ep + " --disable-shared-experts-fusion", "0.5.15", "amd-mi300x")
     # one whole shared expert on every EP rank where the unfused MLP holds 1/8: + 7/8 of it (~2.08 GiB a GPU)
-    assert fused["weights_bytes"] - apart["weights_bytes"] == _shared_expert_bytes() * 7 // 8
+    assert fused["weights_bytes"] - apart["weights_bytes"] == dsv3_shared_expert_bytes() * 7 // 8
     assert "--disable-shared-experts-fusion" not in apart["serve"]["ignored"]
     # 0.5.5 turns fusion off under expert parallelism on every GPU; two-batch overlap turns it off from 0.5.11
     assert _engine(cli, ep, "0.5.5", "amd-mi300x")["weights_bytes"] == apart["weights_bytes"]

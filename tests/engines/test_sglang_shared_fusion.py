@@ -7,10 +7,10 @@ unfused) and 0.4.7 (one fused copy, num_fused_shared_experts = 1) hold 1/tp of i
 from __future__ import annotations
 
 import json
-from pathlib import Path
+
+from tests.k3_testing import dsv3_shared_expert_bytes
 
 CMD = "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp 8 --trust-remote-code"
-CONFIG = Path(__file__).resolve().parents[2] / "k3plan" / "models" / "bundled" / "deepseek-v3" / "config.json"
 
 
 def _engine(cli, cmd: str, release: str, hardware: str = "nvidia-h200") -> dict:
@@ -19,20 +19,10 @@ def _engine(cli, cmd: str, release: str, hardware: str = "nvidia-h200") -> dict:
     return json.loads(r.stdout)["engine"]
 
 
-def _shared_expert_bytes() -> int:
-    """One shared expert's bytes over the MoE layers, from the checkpoint's config: gate, up and down, each hidden x
-    moe_intermediate in FP8 (1 B) with a float32 scale a 128 x 128 block (quantization_config.weight_block_size)."""
-    c = json.loads(CONFIG.read_text())
-    h, i = c["hidden_size"], c["moe_intermediate_size"] * c["n_shared_experts"]
-    bh, bi = c["quantization_config"]["weight_block_size"]
-    per_layer = 3 * h * i + 3 * (h // bh) * (i // bi) * 4
-    return per_layer * (c["num_hidden_layers"] - c["first_k_dense_replace"])
-
-
 def test_0_4_6_holds_the_shared_expert_whole_on_every_gpu(cli):
     w = {v: _engine(cli, CMD, v)["weights_bytes"] for v in ("0.4.5", "0.4.6", "0.4.7")}
     # 8 clones, each split 8 ways: one whole expert a GPU where the split held 1/8: + 7/8 of it (~2.08 GiB)
-    assert w["0.4.6"] - w["0.4.7"] == _shared_expert_bytes() * 7 // 8
+    assert w["0.4.6"] - w["0.4.7"] == dsv3_shared_expert_bytes() * 7 // 8
     assert w["0.4.5"] == w["0.4.7"]
 
 
@@ -42,7 +32,7 @@ def test_no_clones_where_0_4_6_fuses_none_or_k3plan_holds_them_whole_already(cli
     dpa = CMD + " --dp 8 --enable-dp-attention"
     assert (
         _engine(cli, dpa, "0.4.6")["weights_bytes"] - _engine(cli, dpa, "0.4.7")["weights_bytes"]
-        == _shared_expert_bytes() * 7 // 8
+        == dsv3_shared_expert_bytes() * 7 // 8
     )
     # Kimi-K2 (DeepseekV3ForCausalLM, 384 routed experts): determine_n_share_experts_fusion asks for 256
     k2 = "python3 -m sglang.launch_server --model-path moonshotai/Kimi-K2-Instruct --tp 8 --trust-remote-code"
