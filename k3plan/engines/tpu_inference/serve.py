@@ -172,8 +172,9 @@ JAX_KIMI_ARCHS = frozenset({"KimiLinearForCausalLM", "KimiK3ForConditionalGenera
 #   [N, kv_lora] and [N, v_head]), kv_b_proj deleted there too;
 # - the KV cache: kv_cache_manager.py get_kv_cache_spec's JAX branch (no static_forward_context) gives each of
 #   get_num_layers' 61 layers the spec the torchax branch gives each MLAAttention (mla_head_size = kv_lora 512 and
-#   rope 64 each padded to 128), at the 1,024-token page TpuPlatform sets for MLA; the MTP layer is skipped
-#   (load_weights' skip_substrs), as k3plan excludes it.
+#   rope 64 each padded to 128), at the 1,024-token page TpuPlatform sets for MLA, read by the same
+#   layers/common/attention_interface.py mla_attention that layers/vllm/backends/flash_attn_mla.py calls; the MTP
+#   layer is skipped (load_weights' skip_substrs), as k3plan excludes it.
 # Held beyond it, unpriced (no logged figure moves with it: session-48 rule, a term enters only where a logged case
 # does): layers/jax/rope.py DeepseekScalingRotaryEmbedding.initialize_cache's sin_cos_cache, f32
 # [original_max_position_embeddings x factor, qk_rope_head_dim padded to 128], created by a jit under
