@@ -108,9 +108,11 @@ def test_each_priced_setting_moves_its_figure(cli):
 
 
 REFUSED = {
-    "the JAX DeepSeek": (
+    # the JAX DeepSeek-V3 is read at tensor_parallelism 1 x expert_parallelism = the devices (GMM_EP) only: DAILY's
+    # strategy (expert_parallelism unset) runs its GMM_TP experts
+    "the JAX DeepSeek off GMM_EP": (
         DAILY.replace("MODEL_IMPL_TYPE=vllm", "MODEL_IMPL_TYPE=flax_nnx"),
-        "JAX DeepseekV3ForCausalLM (model_loader.py _get_model_architecture",
+        "JAX DeepseekV3ForCausalLM at sharding_strategy expert_parallelism 1 on 8 devices runs its GMM_TP experts",
     ),
     "JAX path by default": (
         DAILY.replace("MODEL_IMPL_TYPE=vllm ", "").replace(
@@ -392,3 +394,60 @@ def test_flax_nnx_on_an_architecture_outside_the_jax_registry_is_vllm_s_model_co
     assert any("Falling back" not in c and "get_vllm_model" in c for c in b["serve"]["caveats"])
     k26, auto = _fit(cli, K26)["engine"], _fit(cli, K26.replace("MODEL_IMPL_TYPE=vllm ", ""))["engine"]
     assert auto["weights_bytes"] == k26["weights_bytes"]
+
+
+# the daily multi-host DeepSeek-R1 run's split on a v7x-8 (tests/engines/cases/tpu-inference-deepseek-r1-v7x16-multihost-
+# daily.yaml: tensor_parallelism 1 x expert_parallelism = the devices)
+EP_ALL = '{"enable_dp_attention": true, "tensor_parallelism": 1, "expert_parallelism": 8}'
+
+
+def test_the_jax_deepseek_at_tp1_ep_all_holds_vllm_s_model_code_s_tensors(cli):
+    """MODEL_IMPL_TYPE flax_nnx (and auto) on DeepSeek-R1 runs tpu-inference's JAX deepseek_v3.py @b8692ff0; at
+    tensor_parallelism 1 x expert_parallelism = the devices its experts take GMM_EP through the same
+    process_quantized_moe_weights, its linear layers the same process_blockwise_fp8_linear_weights, its kv_b_proj the
+    same fp8 split, its KV cache the same spec as vLLM's model code (serve.py JAX_DEEPSEEK_SOURCE): the same weights
+    and pool, priced at the stack's model_impl default, with its RoPE table named, not priced."""
+    vllm_cmd = DAILY.replace('{"enable_dp_attention": true}', EP_ALL)
+    base = _fit(cli, vllm_cmd)["engine"]
+    for impl in ("MODEL_IMPL_TYPE=flax_nnx", ""):
+        d = _fit(cli, vllm_cmd.replace("MODEL_IMPL_TYPE=vllm", impl))
+        eng = d["engine"]
+        assert eng["starts"] is True
+        assert eng["serve"]["stack"] == "tpu-inference:gpu_memory_utilization=0.95,moe_requantize_weight_dtype=fp4"
+        assert (eng["weights_bytes"], eng["kv_pool_tokens"]) == (base["weights_bytes"], base["kv_pool_tokens"])
+        rope = [c for c in eng["serve"]["caveats"] if "RoPE table" in c]
+        # f32 [4,096 x 40 positions, 64 rope dims padded to 128] (DeepseekScalingRotaryEmbedding._compute_sin_cos)
+        assert len(rope) == 1 and f"{4096 * 40 * 128 * 4:,} B" in rope[0] and "not priced" in rope[0]
+    # the experts left fp8 (MOE_REQUANTIZE_* unset): the same process_quantized_moe_weights keeps their dtype, as on
+    # vLLM's model code
+    fp8 = "MOE_REQUANTIZE_BLOCK_SIZE=512 MOE_REQUANTIZE_WEIGHT_DTYPE=fp4 "
+    a = _fit(cli, vllm_cmd.replace(fp8, ""))["engine"]
+    b = _fit(cli, vllm_cmd.replace(fp8, "").replace("MODEL_IMPL_TYPE=vllm", "MODEL_IMPL_TYPE=flax_nnx"))["engine"]
+    assert a["weights_bytes"] == b["weights_bytes"] and a["starts"] is b["starts"] is False
+
+
+@pytest.mark.parametrize(
+    ("cmd", "text"),
+    [
+        # DeepseekV3ForCausalLM is Kimi-K2's architecture too; deepseek_v3.py hard-codes DeepSeek-V3's shapes
+        (
+            DAILY.replace('{"enable_dp_attention": true}', EP_ALL)
+            .replace("MODEL_IMPL_TYPE=vllm", "MODEL_IMPL_TYPE=flax_nnx")
+            .replace("MOE_REQUANTIZE_BLOCK_SIZE=512 MOE_REQUANTIZE_WEIGHT_DTYPE=fp4 ", "")
+            .replace("deepseek-ai/DeepSeek-R1", "moonshotai/Kimi-K2-Instruct"),
+            "hard-codes DeepSeek-V3's shapes",
+        ),
+        # tensor_parallelism 2 x expert_parallelism 4: attn_dp 2, use_ep false -> GMM_TP
+        (
+            DAILY.replace(
+                '{"enable_dp_attention": true}',
+                '{"enable_dp_attention": true, "tensor_parallelism": 2, "expert_parallelism": 4}',
+            ).replace("MODEL_IMPL_TYPE=vllm", "MODEL_IMPL_TYPE=flax_nnx"),
+            "GMM_TP",
+        ),
+    ],
+)
+def test_the_jax_deepseek_s_refusals(cli, cmd, text):
+    r = cli("fit", "-H", "tpu-v7x", "-t", "2x2x1", "--serve", cmd)
+    assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1, r.output
+    assert text in r.output, r.output

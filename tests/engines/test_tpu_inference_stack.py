@@ -111,7 +111,11 @@ def _cfg(**kw) -> LaunchConfig:
 def test_launch_writes_the_sharding_strategy_of_the_mesh_priced():
     text = launch_text(_cfg())
     cmd = next(line for line in text.splitlines() if "vllm serve" in line)
-    assert cmd.startswith("NEW_MODEL_DESIGN=1 MODEL_IMPL_TYPE=flax_nnx vllm serve moonshotai/Kimi-K3 ")
+    # 4 hosts: tpu-inference takes its executor from TPU_MULTIHOST_BACKEND alone (TpuPlatform.check_and_update_config
+    # @811f8e20 / @b8692ff0: unset forces "uni" over --distributed-executor-backend), so the launch sets it
+    assert cmd.startswith(
+        "NEW_MODEL_DESIGN=1 MODEL_IMPL_TYPE=flax_nnx TPU_MULTIHOST_BACKEND=ray vllm serve moonshotai/Kimi-K3 "
+    )
     assert "--tensor-parallel-size 32 " in cmd and "--data-parallel-size" not in cmd
     want = {
         "sharding": {
@@ -120,7 +124,9 @@ def test_launch_writes_the_sharding_strategy_of_the_mesh_priced():
     }
     assert f"--additional-config '{json.dumps(want)}'" in cmd
     assert "--max-num-seqs 2 " in cmd  # a DP rank's: 64 sequences over 32 ranks
-    assert "--distributed-executor-backend ray" in cmd
+    assert "--distributed-executor-backend" not in cmd
+    one = next(line for line in launch_text(_cfg(hosts=1, tp=1, ep=8, dp=8)).splitlines() if "vllm serve" in line)
+    assert "TPU_MULTIHOST_BACKEND" not in one
     assert tpu_sharding_strategy(_cfg(tp=8, ep=8, dp=4)) == {"enable_dp_attention": True, "attn_dp_size": 4}
     with pytest.raises(K3PlanError, match="expected tp 1 with ep 32"):
         tpu_sharding_strategy(_cfg(tp=8, ep=32, dp=4))

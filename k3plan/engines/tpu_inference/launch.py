@@ -7,6 +7,19 @@ from __future__ import annotations
 from k3plan.engines.launch_config import LaunchConfig
 from k3plan.errors import K3PlanError
 
+# One engine over several hosts: tpu_platform.py TpuPlatform.check_and_update_config picks the executor from the
+# environment alone (vllm-project/tpu-inference@811f8e20 and @b8692ff0): TPU_MULTIHOST_BACKEND unset forces "uni"
+# (UniProcExecutor, this host's devices) whatever --distributed-executor-backend says, "ray" RayDistributedExecutor.
+# Its CI's multi-host runs set it on every host's container (.buildkite/scripts/run_multihost.sh: -e
+# TPU_MULTIHOST_BACKEND=ray for the Ray head and each worker, scripts/multihost/run_cluster.sh starting Ray there)
+MULTIHOST_ENV = "TPU_MULTIHOST_BACKEND"
+MULTIHOST_BACKEND = "ray"
+
+
+def multihost_env(cfg: LaunchConfig) -> list[str]:
+    """The environment a launch over several hosts needs (MULTIHOST_ENV); none on one host."""
+    return [f"{MULTIHOST_ENV}={MULTIHOST_BACKEND}"] if cfg.hosts > 1 else []
+
 
 def tpu_sharding_strategy(cfg: LaunchConfig) -> dict[str, bool | int]:
     """tpu-inference's additional_config sharding_strategy for k3plan's (tp, dp, ep) under DP attention

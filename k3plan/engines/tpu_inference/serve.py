@@ -10,7 +10,8 @@ What is priced: the split an MLA model gets under sharding_strategy's enable_dp_
 tensor_parallelism and expert_parallelism: from_vllm_config's attn_dp x attn_dp_expert mesh, read where it spans every
 device), vLLM's model code under tpu-inference (MODEL_IMPL_TYPE=vllm: stack option model_impl=vllm), the JAX model
 the stack itself is read from (MODEL_IMPL_TYPE flax_nnx or auto on the checkpoints kimi_k3.py serves, Kimi-Linear and
-K3; the JAX DeepSeek-V3 model is refused by name), the experts' fp4 requantization at load
+K3), the JAX DeepSeek-V3 model (flax_nnx or auto on DeepSeek-V3 / R1 at tensor_parallelism 1 x expert_parallelism =
+the devices, where it holds vLLM's model code's tensors: JAX_DEEPSEEK_SOURCE), the experts' fp4 requantization at load
 (MOE_REQUANTIZE_WEIGHT_DTYPE=fp4, MOE_REQUANTIZE_BLOCK_SIZE=512: option moe_requantize_weight_dtype=fp4: DeepSeek-V3 /
 R1's fp8 experts and Kimi-K2.6 / K2-Thinking's int4 ones; DeepSeek-V4's fp4 experts are requantized alike whatever the
 variables say), the KV dtype, --gpu-memory-utilization, --max-model-len, --max-num-batched-tokens and --max-num-seqs
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 from k3plan.engines.serve_values import Reading, env_on, flag_int, json_object, suffix_int
 from k3plan.errors import K3PlanError
+from k3plan.units import fmt_gib
 
 STACK = "tpu-inference"
 SOURCE = "vllm-project/tpu-inference@b8692ff0"
@@ -151,9 +153,50 @@ JAX_IMPLS = frozenset({"auto", "flax_nnx"})
 # _VLLM_PREFERRED_ARCHITECTURES, so MODEL_IMPL_TYPE auto resolves to it as well
 KIMI_SOURCE = "vllm-project/tpu-inference@811f8e20 tpu_inference/models/jax/kimi_k3.py"
 JAX_KIMI_ARCHS = frozenset({"KimiLinearForCausalLM", "KimiK3ForConditionalGeneration"})
-# the JAX DeepSeek-V3 / R1 model MODEL_IMPL_TYPE flax_nnx runs for them (not priced: its weights' formats under
-# tpu-inference's JAX quantization were not read)
+# the JAX DeepSeek-V3 / R1 model MODEL_IMPL_TYPE flax_nnx (and auto: DeepseekV3ForCausalLM is not among
+# _VLLM_PREFERRED_ARCHITECTURES) runs for them, read at b8692ff0 where the mesh is tensor_parallelism 1 x
+# expert_parallelism = the devices. There it holds what vLLM's model code holds a device, tensor for tensor:
+# - DeepSeekV3.__init__: use_ep = num_expert_parallelism (ATTN_DATA_EXPERT, every device) > 1 and tp_size x
+#   attn_dp_size == 1, so layers/jax/moe/utils.py select_moe_backend gives GMM_EP; layers/jax/quantization/fp8.py
+#   Fp8FusedMoEMethod.process_weights_after_loading hands the fp8 experts to the same
+#   layers/common/process_weights/moe_weights.py process_quantized_moe_weights as VllmFp8MoEMethod (the
+#   MOE_REQUANTIZE_* requantization; GMM_EP: _get_moe_weight_shardings P(ShardingAxisName.EXPERT), every device);
+# - Fp8BlockwiseLinearMethod.process_weights_after_loading calls the same layers/common/quantization/fp8.py
+#   process_blockwise_fp8_linear_weights as VllmFp8LinearMethod, with the same QuantLinearConfig defaults
+#   (REQUANTIZE_WEIGHT_DTYPE float8_e4m3fn, REQUANTIZE_BLOCK_SIZE unset: fp8 with one f32 scale an output column,
+#   in both paths); the projections over ATTN_HEAD (1 way here: whole), embed_tokens (MLP_TENSOR,) and lm_head
+#   (None, MLP_TENSOR) bf16 over every device, the router bf16 (quant_config=None) with its f32 bias, replicated;
+# - DeepseekV3MLA's MLAEinsum.load_weights splits kv_b_proj into k_up_proj / v_up_proj, fp8 with f32 scales
+#   [N, 1, kv_lora] and [N, 1, v_head], and deletes it: the bytes of layers/vllm/custom_ops/mla_attention.py
+#   VllmMLAAttention.process_weights_after_loading's W_UK_T / W_UV (fp8 KV: quantize_tensor(axis=1), scales
+#   [N, kv_lora] and [N, v_head]), kv_b_proj deleted there too;
+# - the KV cache: kv_cache_manager.py get_kv_cache_spec's JAX branch (no static_forward_context) gives each of
+#   get_num_layers' 61 layers the spec the torchax branch gives each MLAAttention (mla_head_size = kv_lora 512 and
+#   rope 64 each padded to 128), at the 1,024-token page TpuPlatform sets for MLA, read by the same
+#   layers/common/attention_interface.py mla_attention that layers/vllm/backends/flash_attn_mla.py calls; the MTP
+#   layer is skipped (load_weights' skip_substrs), as k3plan excludes it.
+# Held beyond it, unpriced (no logged figure moves with it: session-48 rule, a term enters only where a logged case
+# does): layers/jax/rope.py DeepseekScalingRotaryEmbedding.initialize_cache's sin_cos_cache, f32
+# [original_max_position_embeddings x factor, qk_rope_head_dim padded to 128], created by a jit under
+# model_loader.py _get_nnx_model's jax.set_mesh: replicated on every device (ROPE_SOURCE, named in a caveat)
 JAX_DEEPSEEK = f"{SOURCE} tpu_inference/models/jax/deepseek_v3.py DeepseekV3ForCausalLM"
+JAX_DEEPSEEK_ARCH = "DeepseekV3ForCausalLM"
+JAX_DEEPSEEK_SOURCE = (
+    f"{JAX_DEEPSEEK} (DeepSeekV3.__init__: use_ep -> select_moe_backend GMM_EP; MLAEinsum.load_weights: kv_b_proj "
+    "split into fp8 k_up_proj / v_up_proj), layers/jax/quantization/fp8.py Fp8FusedMoEMethod / "
+    "Fp8BlockwiseLinearMethod.process_weights_after_loading (process_quantized_moe_weights, "
+    "process_blockwise_fp8_linear_weights: vLLM's model code's functions), runner/kv_cache_manager.py "
+    "get_kv_cache_spec (the JAX branch: mla_head_size 640 a layer)"
+)
+ROPE_SOURCE = (
+    f"{SOURCE} tpu_inference/layers/jax/rope.py DeepseekScalingRotaryEmbedding.initialize_cache / _compute_sin_cos "
+    "(f32, original_max_position_embeddings x scaling_factor rows, rotary_dim padded to a multiple of 128), "
+    "replicated under models/common/model_loader.py _get_nnx_model's jax.set_mesh(mesh)"
+)
+# the lane width the JAX RoPE table is padded to (_compute_sin_cos: target_dim = ((H - 1) // 128 + 1) * 128) and its
+# f32 bytes an element
+ROPE_LANES = 128
+ROPE_ITEM = 4
 # the JAX registry at b8692ff0 (model_loader.py _get_model_architecture's _MODEL_REGISTRY): an architecture outside it
 # raises UnsupportedArchitectureError, which get_model's flax_nnx case catches ("Falling back to vLLM-native Pytorch
 # definition") and answers with get_vllm_model, vLLM's model code as under MODEL_IMPL_TYPE=vllm (DeepSeek-V4,
@@ -294,9 +337,57 @@ def _jax_kimi(r: Reading, impl: str, expert_ways: int) -> None:
     r.env_read.add(MODEL_IMPL)  # the stack's model_impl default: nothing to set
 
 
+def _rope_table_bytes(r: Reading) -> int:
+    """The JAX DeepSeek's YaRN RoPE table a device (ROPE_SOURCE), from the served checkpoint's config."""
+    from k3plan.models.loader import read_config, resolve_config_path
+
+    model = r.model or ""
+    cfg = read_config(resolve_config_path(r.resolve(model) if r.resolve is not None else model)[1])
+    scaling = cfg.get("rope_scaling") or {}
+    rows = int(scaling.get("original_max_position_embeddings", 0) * scaling.get("factor", 0))
+    lanes = -(-int(cfg.get("qk_rope_head_dim", 0)) // ROPE_LANES) * ROPE_LANES
+    return rows * lanes * ROPE_ITEM
+
+
+def _jax_deepseek(r: Reading, impl: str, expert_ways: int) -> None:
+    """MODEL_IMPL_TYPE flax_nnx (or auto) on DeepSeek-V3 / R1: tpu-inference's JAX deepseek_v3.py, priced at
+    tensor_parallelism 1 x expert_parallelism = the devices, where it holds what vLLM's model code holds a device
+    (JAX_DEEPSEEK_SOURCE): the stack's model_impl default, whose rules price DeepSeek-V3 there as model_impl=vllm
+    does. Another mesh (GMM_TP) and another checkpoint are refused."""
+    auto = (
+        "auto resolves to flax_nnx (model_loader.py resolve_model_architecture: vllm only for "
+        "_VLLM_PREFERRED_ARCHITECTURES), "
+        if impl == "auto"
+        else ""
+    )
+    model = (r.model or "").strip().rstrip("/").lower()
+    if model not in FP8_EXPERT_MODELS:
+        raise K3PlanError(
+            f"--serve: {MODEL_IMPL}={impl}: {auto}tpu-inference's JAX {JAX_DEEPSEEK_ARCH} ({JAX_DEEPSEEK}) hard-codes "
+            "DeepSeek-V3's shapes (its module constants: 256 experts, hidden_size 7168, ...) and was read for "
+            f"DeepSeek-V3 / R1's fp8 checkpoints only; {r.model} on it is not priced (MODEL_IMPL_TYPE=vllm is)"
+        )
+    if expert_ways != r.dp:
+        raise K3PlanError(
+            f"--serve: {MODEL_IMPL}={impl}: {auto}tpu-inference's JAX {JAX_DEEPSEEK_ARCH} at sharding_strategy "
+            f"{STRATEGY_EP} {expert_ways} on {r.dp} devices runs its GMM_TP experts (DeepSeekV3.__init__: use_ep "
+            "needs tensor_parallelism 1 with the expert axis over every device; layers/common/process_weights/"
+            "moe_weights.py _get_moe_weight_shardings GMM_TP: each expert split by width over MLP_TENSOR, its fp4 "
+            "scales split or replicated), a layout k3plan has not priced; it reads "
+            f"{STRATEGY_TP} 1 with {STRATEGY_EP} {r.dp} (GMM_EP), or MODEL_IMPL_TYPE=vllm"
+        )
+    rope = _rope_table_bytes(r)
+    r.caveats.append(
+        f"{MODEL_IMPL}={impl}: tpu-inference's JAX {JAX_DEEPSEEK_ARCH}, priced as vLLM's model code at this mesh "
+        f"(the same tensors a device: {JAX_DEEPSEEK_SOURCE}); not priced: its RoPE table, {rope:,} B "
+        f"({fmt_gib(rope)}) on every device ({ROPE_SOURCE})"
+    )
+    r.env_read.add(MODEL_IMPL)  # the stack's model_impl default: nothing to set
+
+
 def _env(r: Reading, expert_ways: int) -> None:
     """MODEL_IMPL_TYPE (vllm priced; flax_nnx / auto priced for the checkpoints kimi_k3.py serves, the stack's own
-    model; the JAX DeepSeek refused), the fp4 requantization (priced at 512-blocks on vLLM's model code),
+    model, and for DeepSeek-V3 / R1 on deepseek_v3.py at tp 1 x ep N), the fp4 requantization (priced at 512-blocks on vLLM's model code),
     VLLM_MLA_DISABLE=0 and TPU_BACKEND_TYPE (no effect)."""
     env = r.env
     impl = env.get(MODEL_IMPL, "auto").strip() or "auto"
@@ -320,12 +411,14 @@ def _env(r: Reading, expert_ways: int) -> None:
         impl = VLLM_CODE
     if impl in JAX_IMPLS and arch in JAX_KIMI_ARCHS:
         _jax_kimi(r, impl, expert_ways)
+    elif impl in JAX_IMPLS and arch == JAX_DEEPSEEK_ARCH:
+        _jax_deepseek(r, impl, expert_ways)
     elif impl != VLLM_CODE:
         why = (
             f"{'auto resolves to flax_nnx (model_loader.py resolve_model_architecture: vllm only for _VLLM_PREFERRED_ARCHITECTURES), ' if impl == 'auto' else ''}"
-            f"tpu-inference's JAX {arch} (model_loader.py _get_model_architecture; {JAX_DEEPSEEK} for DeepSeek-V3 "
-            "/ R1), a model implementation k3plan does not model: its tpu-inference rules are kimi_k3.py's (the JAX "
-            "Kimi-Linear / K3) and vLLM's model code"
+            f"tpu-inference's JAX {arch} (model_loader.py _get_model_architecture), a model implementation k3plan "
+            "does not model: its tpu-inference rules are kimi_k3.py's (the JAX Kimi-Linear / K3), deepseek_v3.py's "
+            "(the JAX DeepSeek-V3 / R1) and vLLM's model code"
             if impl in JAX_IMPLS
             else "tpu-inference's jetpack model path, which k3plan has not read"
         )

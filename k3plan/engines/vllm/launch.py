@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from k3plan.engines.flags import TPU_INFERENCE_KV, VLLM_KV, ci_serve_flags
 from k3plan.engines.launch_config import LaunchConfig, env_args, join_args, kv_spelling, option_args, option_flags
-from k3plan.engines.tpu_inference.launch import tpu_sharding_strategy
+from k3plan.engines.tpu_inference.launch import multihost_env, tpu_sharding_strategy
 from k3plan.errors import K3PlanError
 
 
@@ -81,7 +81,9 @@ def _tpu_dp_attention_command(cfg: LaunchConfig, kv: str) -> str:
 
     devices = cfg.tp * cfg.dp
     strategy = json.dumps({"sharding": {"sharding_strategy": tpu_sharding_strategy(cfg)}})
-    args = env_args(cfg) + [
+    # over several hosts the executor is the environment's (multihost_env), not --distributed-executor-backend's
+    args: list[str | int] = [*env_args(cfg), *multihost_env(cfg)]
+    args += [
         "vllm",
         "serve",
         cfg.model_path,
@@ -101,8 +103,6 @@ def _tpu_dp_attention_command(cfg: LaunchConfig, kv: str) -> str:
         "--gpu-memory-utilization",
         f"{cfg.memory_fraction:.2f}",
     ]
-    if cfg.hosts > 1:
-        args += ["--distributed-executor-backend", "ray"]  # one engine over several hosts
     args += option_args(cfg)
     if cfg.trust_remote_code:
         args.append("--trust-remote-code")
