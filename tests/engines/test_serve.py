@@ -587,3 +587,13 @@ def test_kimi_k2_6_deploy_guidance_commands_read(cli, cmd):
     r = cli("fit", "-H", "nvidia-h200", "-t", "1x8", "--serve", cmd, "--json")
     assert r.exit_code in (0, 1), r.output
     assert json.loads(r.stdout)["engine"]["engine"] in ("vllm", "sglang")
+
+
+def test_max_model_len_auto_only_where_vllm_s_parser_takes_it(cli):
+    """--max-model-len auto: human_readable_int_or_auto from the 0.14.x wheels; 0.11.0-0.13.0 parse an integer and
+    refuse 'auto', so k3plan does (one line, exit 2)."""
+    cmd = "vllm serve deepseek-ai/DeepSeek-R1 -tp 8 --max-model-len auto"
+    old = cli("fit", "-H", "nvidia-h200", "-t", "8", "--serve", cmd, "--engine-version", "0.13.0")
+    assert old.exit_code == 2 and "parses --max-model-len as an integer" in old.output
+    new = cli("fit", "-H", "nvidia-h200", "-t", "8", "--serve", cmd, "--engine-version", "0.14.1", "--json")
+    assert new.exit_code in (0, 1) and json.loads(new.stdout)["engine"]["starts"] is True

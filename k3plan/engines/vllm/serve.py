@@ -406,6 +406,11 @@ STALE_ENV = frozenset(
     }
 )
 STALE_FROM = (0, 26, 0)
+# --max-model-len auto: EngineArgs.add_cli_args types max_model_len human_readable_int_or_auto ("Also accepts -1 or
+# 'auto'") in the 0.14.1 wheel (PyPI), vllm/engine/arg_utils.py; plain human_readable_int in the 0.11.0, 0.11.2 and
+# 0.13.0 wheels
+MAX_MODEL_LEN_AUTO_FROM = (0, 14, 0)
+MAX_MODEL_LEN_AUTO_SOURCE = "vllm 0.14.1 wheel (PyPI), vllm/engine/arg_utils.py human_readable_int_or_auto"
 # the variables of KNOWN_ENV read on this family's commands only (k3plan.engines.serve refuses them on another's)
 OWN_ENV = STALE_ENV | A2A_ENV
 # the native CPU offload's connector switch (read_offload_env below)
@@ -905,6 +910,12 @@ def read(r: Reading) -> None:
     r.ep = r.tp * r.dp
     raw_context = get("--max-model-len", get("--context-length", None))
     if raw_context is not None:
+        if raw_context.strip().lower() == "auto" and r.release is not None and r.release < MAX_MODEL_LEN_AUTO_FROM:
+            raise K3PlanError(
+                f"--serve: --max-model-len auto: vLLM {release_text(r.release)} parses --max-model-len as an integer "
+                f"(argparse: invalid human_readable_int value: 'auto'; 'auto' from {release_text(MAX_MODEL_LEN_AUTO_FROM)}: "
+                f"{MAX_MODEL_LEN_AUTO_SOURCE}); give a length"
+            )
         if raw_context.strip().lower() in ("auto", "-1"):
             r.context_auto = True  # human_readable_int_or_auto: the engine fits the length to its pool
         else:
