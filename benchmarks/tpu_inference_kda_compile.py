@@ -31,6 +31,23 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from tpu_inference_moe_compile import _stub_package  # noqa: E402  (the same stubs as the MoE compile)
 
+_COND = """    new_recurrent, o = jax.lax.cond(is_decode_only, decode_branch,
+                                    mixed_branch, None)
+"""
+
+
+def _select_branch(kda, branch: str) -> None:
+    """Re-execute the module's source with the recurrent update's lax.cond replaced by one branch called at trace
+    time: what 5b04eb356 ("KDA/conv: select the decode path per executable, not per lax.cond") does to
+    _kda_ragged_core with its static decode_only_bucket, nothing else changed."""
+    path = kda.__file__
+    with open(path) as f:
+        src = f.read()
+    if src.count(_COND) != 1:
+        raise SystemExit(f"{path}: the lax.cond over the recurrent branches is not the one read at 811f8e20")
+    call = "decode_branch(None)" if branch == "decode" else "mixed_branch(None)"
+    exec(compile(src.replace(_COND, f"    new_recurrent, o = {call}\n"), path, "exec"), kda.__dict__)
+
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -50,6 +67,15 @@ def main() -> None:
         help="replace ragged_conv1d by the identity (its conv state returned as given): the recurrent scan alone, for "
         "a libtpu whose compile of the conv's gather runs out of VMEM (jax 0.10.2's, where the engine pins 0.11.0)",
     )
+    p.add_argument(
+        "--branch",
+        choices=("cond", "mixed", "decode"),
+        default="cond",
+        help="cond: the recurrent update as read, a lax.cond over the decode / mixed branches with the pool an "
+        "operand; mixed / decode: that one branch traced alone, as tpu-inference 5b04eb356 selects it per executable "
+        "(its _kda_ragged_core hunk applied to the source read)",
+    )
+    p.add_argument("--hlo", help="write the compiled HLO here (to find the pool-shaped copies)")
     a = p.parse_args()
     os.environ.setdefault("NEW_MODEL_DESIGN", "1")
     from k3plan.libtpu_env import quiet_libtpu
@@ -66,6 +92,8 @@ def main() -> None:
 
     devs = topologies.get_topology_desc(platform="tpu", topology_name=a.target).devices
     kda = importlib.import_module("tpu_inference.layers.common.kda_attention")
+    if a.branch != "cond":
+        _select_branch(kda, a.branch)
     if a.no_conv:
         kda.ragged_conv1d = lambda x, conv_state, *_, **__: (x, conv_state)
     axis = importlib.import_module("tpu_inference.layers.common.sharding").ShardingAxisName
@@ -124,7 +152,11 @@ def main() -> None:
     states = [state] * a.layers
     t0 = time.time()
     with jax.set_mesh(mesh):
-        m = jax.jit(step, donate_argnums=(0,)).lower(states, x, params, *meta).compile().memory_analysis()
+        compiled = jax.jit(step, donate_argnums=(0,)).lower(states, x, params, *meta).compile()
+    m = compiled.memory_analysis()
+    if a.hlo:
+        with open(a.hlo, "w") as f:
+            f.write(compiled.as_text())
     pool = sum(
         int(np.prod(v.shape)) * jnp.dtype(v.dtype).itemsize // n for st in states for v in st
     )  # the pools' bytes a device
@@ -135,7 +167,8 @@ def main() -> None:
                 "device_kind": devs[0].device_kind,
                 "jax": jax.__version__,
                 "point": {
-                    k_: getattr(a, k_) for k_ in ("tokens", "slots", "reqs", "hidden", "heads", "layers", "no_conv")
+                    k_: getattr(a, k_)
+                    for k_ in ("tokens", "slots", "reqs", "hidden", "heads", "layers", "no_conv", "branch")
                 },
                 "state_pool_bytes": pool,
                 "temp_bytes": m.temp_size_in_bytes,

@@ -841,6 +841,12 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         rocm_moe=_rocm_moe(served, setup, st.expert_pad, vendor=hw.vendor, hardware=hw.name),
         # the routed experts' checkpoint formats: the MoE method that raises a weights' OOM (engines/vllm/memory.py)
         expert_formats=_expert_formats(setup),
+        # the model's MoE shape and the command's options, for a TPU engine's compiled-step temporaries
+        # (engines/engine.py HbmWorker.step_temporaries)
+        step_model=(spec.architecture, spec.n_moe, spec.moe.top_k, spec.moe.expert_in, setup.parallel.dp)
+        if served is not None and spec.moe is not None
+        else None,
+        step_options=None if served is None else served.stack_options,
     )
     if got is None:
         return None

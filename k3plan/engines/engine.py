@@ -26,7 +26,7 @@ class HbmWorker:
     the weights overflow the HBM (``weights_oom``, ``weights_oom_at``), and its compact KDA-state slots
     (``compact_at``): on a state pool that leaves no attention block the torch_tpu plugin raises
     (``compact_short: "raise"``), tpu-inference skips the compact sizing and keeps vLLM's uniform pages
-    (``"uniform"``)."""
+    (``"uniform"``); the temporaries its compiled step holds where they are priced (``step_temporaries``)."""
 
     source: str
     no_pool: str  # str.format over used, cap, over (GiB, 2 decimals) and util
@@ -35,6 +35,11 @@ class HbmWorker:
     weights_oom_at: str
     compact_at: str
     compact_short: Literal["raise", "uniform"]
+    # the compiled step's temporaries at the largest token bucket, where the engine's rules size them (its
+    # memory.py): a function of keyword arguments architecture, options (the stack's options the command set),
+    # n_moe, top_k, expert_in, tokens (max_num_batched_tokens a rank) and dp (the attention-DP ranks) returning
+    # (bytes a device, source) or None; the start fails where they exceed the 1 - utilization share
+    step_temporaries: Optional[Callable[..., Optional[tuple[int, str]]]] = None
 
 
 # How an engine sizes its KV pool (fit --json's ``engine``): ``profile`` -- a fraction of HBM less the weights

@@ -105,3 +105,49 @@ def test_compact_slots_that_leave_no_block_refuse_on_the_plugin_and_fall_back_on
     # kv_cache_manager.py: "Compact-mamba sizing skipped" -> vLLM's uniform pages: 48 GiB // (page x 2 layers a group)
     assert tpu_inf.starts and tpu_inf.num_blocks.value == 48 * GiB // (GiB // 64 * 2)
     assert "compact sizing skipped" in tpu_inf.num_blocks.source
+
+
+def test_the_jax_kimi_step_holds_a_moe_output_buffer_a_layer_against_the_1_minus_utilization_share():
+    """tpu-inference@811f8e20 layers/jax/moe/sparse_moe.py sparse_moe_distributed_fwd: the ragged_all_to_all's output
+    operand, jnp.zeros((tokens x top_k, hidden)), one a MoE layer; compiled deviceless for tpu7x
+    (reports/validation/tpu-inference-kimi-linear-step/records.json, benchmarks/tpu_inference_sparse_moe_compile.py,
+    jax 0.11.0): 608,198,816 B for one layer, 1,220,131,008 B for three, one such buffer more a layer. Kimi-Linear's
+    config: 26 MoE layers (27, first_k_dense_replace 1), top-8, hidden 2,304; the bucket 1,024 x DP 8."""
+    from k3plan.engines.tpu_inference.memory import step_temporaries
+
+    one = 8192 * 8 * 2304 * 2  # a layer's buffer at the largest bucket
+    assert (1_220_131_008 - 608_198_816) // 2 >= one  # the compile's growth a layer covers it
+    got = step_temporaries(architecture="kimi_linear", options={}, n_moe=26, top_k=8, expert_in=2304, tokens=1024, dp=8)
+    assert got is not None and got[0] == 26 * one and "sparse_moe.py" in got[1]
+    # vLLM's model code under tpu-inference, and models kimi_k3.py does not serve: not this backend
+    assert (
+        step_temporaries(
+            architecture="kimi_linear",
+            options={"model_impl": "vllm"},
+            n_moe=26,
+            top_k=8,
+            expert_in=2304,
+            tokens=1024,
+            dp=8,
+        )
+        is None
+    )
+    assert (
+        step_temporaries(architecture="deepseek_v3", options={}, n_moe=58, top_k=8, expert_in=7168, tokens=1024, dp=8)
+        is None
+    )
+
+
+def test_the_step_temporaries_refuse_the_start_only_past_the_share_left():
+    """The Kimi-Linear CI step (tpu-inference-kimi-linear-v7x8-ep8-*): 7.31 GiB of MoE buffers at the largest bucket
+    fit the 37.90 GiB 0.60 leaves and not the 4.74 GiB 0.95 leaves."""
+    common = dict(
+        engine="tpu-inference", weights_bytes=10 * GiB, weights_source="w", activation_bytes=Figure(0, "0"),
+        non_torch_bytes=Figure(0, "0"), visible_source="v", page_bytes=1 << 20, block_tokens=1024, block_source="b",
+        n_attention=7, n_state=0, max_model_len=2048, worker_source="w",
+        hbm_worker=engine_rules("tpu-inference").hbm_worker, visible_bytes=int(94.75 * GiB),
+    )  # fmt: skip
+    step = (7_851_737_088, "the MoE's buffers")
+    assert vllm_kv_pool(utilization=0.60, compiled_step=step, **common).starts
+    refused = vllm_kv_pool(utilization=0.95, compiled_step=step, **common)
+    assert not refused.starts and refused.message.startswith("RESOURCE_EXHAUSTED compiling the step")

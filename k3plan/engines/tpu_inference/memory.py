@@ -6,6 +6,7 @@ back to vLLM's uniform pages when they leave no attention block. Each rule is re
 from __future__ import annotations
 
 from k3plan.engines.engine import HbmWorker
+from k3plan.engines.tpu_inference.serve import JAX_KIMI_ARCHS, VLLM_CODE
 
 COMMIT = "811f8e20"
 WORKER_SOURCE = (
@@ -31,6 +32,44 @@ COMPACT_AT = (
     "slots leave no attention block it logs 'Compact-mamba sizing skipped' and vLLM sizes the uniform pages)"
 )
 
+# the compiled step's temporaries that the JAX Kimi model's MoE holds at the largest token bucket (issue: the Kimi-Linear
+# 0.95 start): read at 811f8e20 and compiled deviceless for tpu7x under the engine's jax 0.11.0 / libtpu 0.0.44
+STEP_SOURCE = (
+    f"vllm-project/tpu-inference@{COMMIT} tpu_inference/layers/jax/moe/sparse_moe.py sparse_moe_distributed_fwd "
+    "(output_shape = jnp.zeros((x_TD.shape[0] x num_experts_per_tok, hidden_size)), the ragged_all_to_all's output "
+    "operand, updated in place: one buffer a MoE layer that depends on no activation); models/jax/kimi_k3.py "
+    "KimiLinearForCausalLM._select_moe_backend (MEGABLX_GMM when the expert axis is split) and KimiSparseMoeBlock "
+    "(activation_ffw_td P(MLP_DATA = 'data', None): every device holds the whole bucket); runner/tpu_runner.py "
+    "_init_inputs (the largest bucket: max_num_batched_tokens x the DP ranks); compiled in "
+    "reports/validation/tpu-inference-kimi-linear-step (benchmarks/tpu_inference_sparse_moe_compile.py: 608,198,816 B "
+    "for 1 layer, 1,220,131,008 B for 3, +302 MB a layer = one [65,536, 2,304] bf16 buffer each, all live at once; "
+    "the first 8 layers in order 4,811,650,112 B, every pool aliased in place): a lower bound, the step's other "
+    "temporaries not counted"
+)
+
+
+# the config model_type of the checkpoints kimi_k3.py serves (JAX_KIMI_ARCHS: KimiLinearForCausalLM's config says
+# kimi_linear, KimiK3ForConditionalGeneration's kimi_k3), which k3plan's model spec keeps as its architecture
+JAX_KIMI_MODEL_TYPES = frozenset({"kimi_linear", "kimi_k3"})
+
+
+def step_temporaries(
+    *, architecture: str, options: dict[str, str], n_moe: int, top_k: int, expert_in: int, tokens: int, dp: int
+) -> tuple[int, str] | None:
+    """The JAX Kimi model's (kimi_k3.py, MODEL_IMPL_TYPE flax_nnx / auto) MoE output buffers at the largest token
+    bucket, a device: n_moe x (tokens x dp) x top_k x the experts' width x 2 (bf16), the MEGABLX_GMM backend's
+    (the expert axis split, dp > 1). None for vLLM's model code and for models kimi_k3.py does not serve."""
+    jax_kimi = architecture in JAX_KIMI_ARCHS | JAX_KIMI_MODEL_TYPES
+    if options.get("model_impl") == VLLM_CODE or not jax_kimi or n_moe == 0 or dp <= 1:
+        return None
+    rows = tokens * dp * top_k
+    size = n_moe * rows * expert_in * 2
+    return size, (
+        f"{n_moe} MoE layers x {rows:,} routed rows (max_num_batched_tokens {tokens:,} x DP {dp} x top-{top_k}) x "
+        f"{expert_in:,} x 2 B = {size:,} B: {STEP_SOURCE}"
+    )
+
+
 WORKER = HbmWorker(
     source=WORKER_SOURCE,
     # the worker's f-string ({total_hbm_used_gb=}GiB ...), over one device's share: it sums its devices
@@ -44,4 +83,5 @@ WORKER = HbmWorker(
     weights_oom_at=WEIGHTS_OOM_AT,
     compact_at=COMPACT_AT,
     compact_short="uniform",
+    step_temporaries=step_temporaries,
 )

@@ -303,6 +303,7 @@ def vllm_kv_pool(
     expert_formats: tuple[str, ...] = (),
     concurrency_by_tokens: bool = False,
     tokens_by_concurrency: bool = False,
+    compiled_step: tuple[int, str] | None = None,
 ) -> EngineSizing:
     """vLLM's pool as its worker and KV manager size it (module docstring); ``starts``: the engine's start
     checks pass (available > 0 and one max_model_len request fits: vLLM's _check_enough_kv_cache_memory).
@@ -327,7 +328,9 @@ def vllm_kv_pool(
     graphs' memory held and ``activation_bytes`` the transient peak kept free, and the start is checked twice, on the
     capacity reserved before warmup (no graph estimate) and on the measured blocks; None: the estimate-based sizing.
     ``tokens_by_concurrency``: the "GPU KV cache size" logged as int(max concurrency x max_model_len) (from 0.20.1,
-    ``TOKENS_BY_CONCURRENCY_FROM``); False: num_blocks // the groups x the smallest block (x DCP), as to 0.20.0."""
+    ``TOKENS_BY_CONCURRENCY_FROM``); False: num_blocks // the groups x the smallest block (x DCP), as to 0.20.0.
+    ``compiled_step``: (bytes a device, source) of the temporaries a TPU engine's step compiled after the pool holds
+    (``hbm_worker.step_temporaries``): the start fails where they exceed the 1 - utilization share left."""
     cap = int(visible_bytes * utilization)
     available = cap - weights_bytes - int(activation_bytes.value) - int(non_torch_bytes.value)
     resident = weights_bytes + int(activation_bytes.value) + int(non_torch_bytes.value)
@@ -522,6 +525,14 @@ def vllm_kv_pool(
         raised_at = VLLM_CHECK_AT
     elif backend_refusal is not None:
         starts, (message, raised_at), code = False, backend_refusal, "launch"
+    elif compiled_step is not None and hbm_worker is not None and compiled_step[0] > visible_bytes - cap:
+        starts = False
+        message = (
+            f"RESOURCE_EXHAUSTED compiling the step at its largest token bucket, after the KV cache: its temporaries, "
+            f"at least {compiled_step[0] / gib:.2f} GiB, exceed the {(visible_bytes - cap) / gib:.2f} GiB "
+            f"--gpu-memory-utilization {utilization} leaves ({compiled_step[1]})"
+        )
+        raised_at = hbm_worker.source
     else:
         starts = True
         message = f"GPU KV cache size: {tokens:,} tokens; Maximum concurrency for {max_model_len:,} tokens per request: {conc:.2f}x"
@@ -640,6 +651,8 @@ def engine_sizing(
     rocm_moe: tuple[int, str] | None = None,
     all2all: tuple[int, str] | None = None,
     hybrid_kv_off: bool = False,
+    step_model: tuple[str, int, int, int, int] | None = None,
+    step_options: dict[str, str] | None = None,
 ) -> EngineSizing | None:
     """The sizing of the stack's engine from a fit's numbers; None where the stack's pool is not vLLM's
     (kv_pool method utilization_minus_profile: GPU vLLM; utilization_minus_resident: the torch_tpu plugin).
@@ -665,7 +678,10 @@ def engine_sizing(
     ``rocm_moe``: what DeepSeek-V4's MoE holds a token in vLLM's ROCm dummy forward beyond the layer's tensors and its
     source (engines/vllm/dsv4_workspace.py rocm_moe_rows); None: a model or GPU it does not serve.
     ``all2all``: the expert-parallel all2all backend's buffers a GPU, made at load outside torch's allocator, and their
-    source (engines/vllm/all2all_buffers.py all2all_non_torch), added to the non-torch increase; None: none."""
+    source (engines/vllm/all2all_buffers.py all2all_non_torch), added to the non-torch increase; None: none.
+    ``step_model``: (architecture, MoE layers, top-k, the experts' width, attention-DP ranks) and ``step_options`` (the
+    stack options the command set), for the temporaries a TPU engine's compiled step holds (HbmWorker.step_temporaries,
+    over ``max_num_batched_tokens`` a rank); None: not priced."""
     if kv_pool_method not in ("utilization_minus_profile", "utilization_minus_resident"):
         return None
     # the torch_tpu plugin's per-layer layout (paging 'separate'): its own page, --block-size when a command gives one,
@@ -769,6 +785,7 @@ def engine_sizing(
             release=release,
         )
     hbm_worker = None
+    compiled_step: tuple[int, str] | None = None  # a TPU engine's compiled step's temporaries (HbmWorker)
     held_workspace = 0  # the MoE workspace in the profile peak (moe_workspace.py)
     sampler_alone = 0  # the sampler warm-up's live tensors alone (GPU vLLM)
     if kv_pool_method == "utilization_minus_resident":
@@ -778,6 +795,12 @@ def engine_sizing(
         act = Figure(0, f"the worker reads the bytes in use when no temporary is live: {hbm_worker.source}")
         non_torch = Figure(0, "none subtracted: the worker counts the devices' own bytes in use, its whole view")
         worker, unpriced = hbm_worker.source, ""
+        if hbm_worker.step_temporaries is not None and step_model is not None:
+            arch, n_moe, top_k, width, dp = step_model
+            compiled_step = hbm_worker.step_temporaries(
+                architecture=arch, options=step_options or {}, n_moe=n_moe, top_k=top_k, expert_in=width,
+                tokens=max_num_batched_tokens, dp=dp,
+            )  # fmt: skip
     else:
         act = Figure(
             temp_bytes,
@@ -1019,6 +1042,7 @@ def engine_sizing(
         max_model_len=max_model_len,
         worker_source=worker,
         hbm_worker=hbm_worker,
+        compiled_step=compiled_step,
         auto_max_model_len=auto_max_model_len,
         num_gpu_blocks_override=num_gpu_blocks_override,
         compact_state_bytes=state_bytes_per_layer_unpadded if compact else None,
