@@ -110,7 +110,7 @@ def test_compact_slots_that_leave_no_block_refuse_on_the_plugin_and_fall_back_on
 def test_the_jax_kimi_step_holds_a_moe_output_buffer_a_layer_against_the_1_minus_utilization_share():
     """tpu-inference@811f8e20 layers/jax/moe/sparse_moe.py sparse_moe_distributed_fwd: the ragged_all_to_all's output
     operand, jnp.zeros((tokens x top_k, hidden)), one a MoE layer; compiled deviceless for tpu7x
-    (reports/validation/tpu-inference-kimi-linear-step/records.json, benchmarks/tpu_inference_sparse_moe_compile.py,
+    (reports/compile/tpu-inference-kimi-linear-step/records.json, benchmarks/tpu_inference_sparse_moe_compile.py,
     jax 0.11.0): 608,198,816 B for one layer, 1,220,131,008 B for three, one such buffer more a layer. Kimi-Linear's
     config: 26 MoE layers (27, first_k_dense_replace 1), top-8, hidden 2,304; the bucket 1,024 x DP 8."""
     from k3plan.engines.tpu_inference.memory import step_temporaries

@@ -41,7 +41,7 @@ STEP_SOURCE = (
     "KimiLinearForCausalLM._select_moe_backend (MEGABLX_GMM when the expert axis is split) and KimiSparseMoeBlock "
     "(activation_ffw_td P(MLP_DATA = 'data', None): every device holds the whole bucket); runner/tpu_runner.py "
     "_init_inputs (the largest bucket: max_num_batched_tokens x the DP ranks); compiled in "
-    "reports/validation/tpu-inference-kimi-linear-step (benchmarks/tpu_inference_sparse_moe_compile.py: 608,198,816 B "
+    "reports/compile/tpu-inference-kimi-linear-step (benchmarks/tpu_inference_sparse_moe_compile.py: 608,198,816 B "
     "for 1 layer, 1,220,131,008 B for 3, +302 MB a layer = one [65,536, 2,304] bf16 buffer each, all live at once; "
     "the first 8 layers in order 4,811,650,112 B, every pool aliased in place): a lower bound, the step's other "
     "temporaries not counted"
