@@ -340,3 +340,12 @@ def test_a_gpu_command_that_names_no_release_is_read_as_the_newest_read_and_says
     budget = json.loads(cli("fit", "-m", "deepseek-v4-flash", "-H", "nvidia-h200", "-t", "4", "-s", "sglang",
                             "--json").stdout)  # fmt: skip
     assert "sglang 0.5.23: the 0.5.21 form" in budget["provenance"]["kv"]
+
+
+def test_moe_a2a_backend_is_refused_where_sglang_s_parser_lacks_it(cli):
+    """--moe-a2a-backend: in the 0.5.0rc0 wheel's server_args.py, not in 0.4.10's (--enable-deepep-moe alone): a 0.4.x
+    command with it is refused in one line, as SGLang's argparse would refuse it."""
+    cmd = "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp 8 --moe-a2a-backend deepep"
+    old = cli("fit", "-H", "nvidia-h200", "-t", "8", "--serve", cmd, "--engine-version", "0.4.10")
+    assert old.exit_code == 2 and "its parser has no such option (from 0.5.0" in old.output
+    assert cli("fit", "-H", "nvidia-h200", "-t", "8", "--serve", cmd, "--engine-version", "0.5.2").exit_code in (0, 1)

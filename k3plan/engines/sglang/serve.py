@@ -100,6 +100,12 @@ def launch_flags(get, options: dict[str, str], ignored: list[str]) -> bool:
 # = dp_size, dp_size = 1; --dp-size then counts replicas of the server; sglang 0.5.22 and 0.5.23 wheels,
 # arg_groups/fields/parallel.py ParallelConfig.attn_dp_size)
 ATTN_DP_FLAGS = ("--attn-dp-size", "--attention-data-parallel-size")
+# --moe-a2a-backend: in the 0.5.0rc0 wheel's server_args.py (choices ["deepep"], --enable-deepep-moe kept as
+# "(Deprecated)"), not in 0.4.10's (--enable-deepep-moe alone)
+A2A_FLAG_FROM: Release = (0, 5, 0)
+A2A_FLAG_SOURCE = (
+    "sglang 0.5.0rc0 and 0.5.2 wheels (PyPI), sglang/srt/server_args.py ServerArgs.add_cli_args; not in 0.4.10"
+)
 
 
 def attn_dp_size(r: Reading) -> bool:
@@ -521,6 +527,12 @@ def read(r: Reading) -> None:
     )
     r.memory_options()
     a2a = get("--moe-a2a-backend", None)
+    if a2a is not None and r.release is not None and r.release < A2A_FLAG_FROM:
+        raise K3PlanError(
+            f"--serve: --moe-a2a-backend under sglang {release_text(r.release)}: its parser has no such option (from "
+            f"{release_text(A2A_FLAG_FROM)}: {A2A_FLAG_SOURCE}); that release's DeepEP switch, --enable-deepep-moe, is "
+            "not priced"
+        )
     # SGLang's own default is none (server_args.py ServerArgs.moe_a2a_backend, engines/flags.py SGLANG_A2A), not
     # the DeepEP deployment the sglang stack prices by default: a command without the flag runs none
     r.options["moe_a2a_backend"] = a2a if a2a is not None else SGLANG_A2A_DEFAULT
