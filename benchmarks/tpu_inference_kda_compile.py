@@ -22,14 +22,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import os
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from tpu_inference_moe_compile import _stub_package  # noqa: E402  (the same stubs as the MoE compile)
+from tpu_inference_harness import mesh_over, print_record, stub_package  # noqa: E402
 
 _COND = """    new_recurrent, o = jax.lax.cond(is_decode_only, decode_branch,
                                     mixed_branch, None)
@@ -81,25 +80,22 @@ def main() -> None:
     from k3plan.libtpu_env import quiet_libtpu
 
     quiet_libtpu()
-    _stub_package(a.src)
+    stub_package(a.src)
 
     import jax
     import jax.numpy as jnp
     import numpy as np
-    from jax.experimental import topologies
-    from jax.sharding import Mesh, NamedSharding
+    from jax.sharding import NamedSharding
     from jax.sharding import PartitionSpec as P
 
-    devs = topologies.get_topology_desc(platform="tpu", topology_name=a.target).devices
+    devs, mesh = mesh_over(a.target, "attn_dp_expert")
     kda = importlib.import_module("tpu_inference.layers.common.kda_attention")
     if a.branch != "cond":
         _select_branch(kda, a.branch)
     if a.no_conv:
         kda.ragged_conv1d = lambda x, conv_state, *_, **__: (x, conv_state)
     axis = importlib.import_module("tpu_inference.layers.common.sharding").ShardingAxisName
-    names = ("data", "attn_dp", "attn_dp_expert", "expert", "model", "dcp", "pcp")
     n = len(devs)
-    mesh = Mesh(np.array(devs).reshape(1, 1, n, 1, 1, 1, 1), names)
 
     def arg(shape, dtype, spec):
         return jax.ShapeDtypeStruct(shape, dtype, sharding=NamedSharding(mesh, spec))
@@ -160,24 +156,14 @@ def main() -> None:
     pool = sum(
         int(np.prod(v.shape)) * jnp.dtype(v.dtype).itemsize // n for st in states for v in st
     )  # the pools' bytes a device
-    print(
-        json.dumps(
-            {
-                "target": a.target,
-                "device_kind": devs[0].device_kind,
-                "jax": jax.__version__,
-                "point": {
-                    k_: getattr(a, k_)
-                    for k_ in ("tokens", "slots", "reqs", "hidden", "heads", "layers", "no_conv", "branch")
-                },
-                "state_pool_bytes": pool,
-                "temp_bytes": m.temp_size_in_bytes,
-                "argument_bytes": m.argument_size_in_bytes,
-                "output_bytes": m.output_size_in_bytes,
-                "alias_bytes": m.alias_size_in_bytes,
-                "compile_s": round(time.time() - t0, 1),
-            }
-        )
+    print_record(
+        a,
+        devs,
+        ("tokens", "slots", "reqs", "hidden", "heads", "layers", "no_conv", "branch"),
+        m,
+        t0,
+        ("temp_bytes", "argument_bytes", "output_bytes", "alias_bytes"),
+        state_pool_bytes=pool,
     )
 
 

@@ -26,7 +26,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from tpu_inference_moe_compile import _stub_package  # noqa: E402  (the same stubs as the MoE compile)
+from tpu_inference_harness import stub_package  # noqa: E402
 
 HID, H, K, W = 32, 4, 128, 4  # the test's module constants
 
@@ -48,7 +48,7 @@ def main() -> None:
     from k3plan.libtpu_env import quiet_libtpu
 
     quiet_libtpu()
-    _stub_package(a.src)
+    stub_package(a.src)
 
     import jax
     import jax.numpy as jnp

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import os
 import sys
 import time
@@ -23,7 +22,7 @@ import types
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from tpu_inference_moe_compile import _stub_package  # noqa: E402
+from tpu_inference_harness import mesh_over, print_record, stub, stub_package  # noqa: E402
 
 KDA_LAYERS = (1, 2, 3, 5, 6, 7, 9, 10, 11, 13, 14, 15, 17, 18, 19, 21, 22, 23, 25, 26)  # Kimi-Linear-48B's config
 NUM_LAYERS = 27
@@ -45,40 +44,36 @@ def main() -> None:
     from k3plan.libtpu_env import quiet_libtpu
 
     quiet_libtpu()
-    _stub_package(a.src)
+    stub_package(a.src)
     import jax
     import jax.numpy as jnp
     import numpy as np
-    from jax.experimental import topologies
-    from jax.sharding import Mesh, NamedSharding
+    from jax.sharding import NamedSharding
     from jax.sharding import PartitionSpec as P
-    from tpu_inference_sparse_moe_compile import _stub
 
     class MoEBackend(__import__("enum").Enum):
         MEGABLX_GMM = "megablox_gmm"
 
-    _stub("tpu_inference.layers.common.moe", MoEBackend=MoEBackend)
-    _stub("tpu_inference.layers.jax.layers", FlaxUtils=object, modeling_flax_utils=types.SimpleNamespace(
+    stub("tpu_inference.layers.common.moe", MoEBackend=MoEBackend)
+    stub("tpu_inference.layers.jax.layers", FlaxUtils=object, modeling_flax_utils=types.SimpleNamespace(
         ACT2FN={"silu": jax.nn.silu}))  # fmt: skip
-    _stub("flax", nnx=types.SimpleNamespace(Param=object))
+    stub("flax", nnx=types.SimpleNamespace(Param=object))
     for name in ("qwix", "qwix._src", "vllm", "vllm.model_executor", "vllm.model_executor.layers"):
-        _stub(name)
-    _stub("qwix._src.providers", ptq=types.SimpleNamespace(WithAux=object))
-    _stub("vllm.model_executor.layers.fused_moe", RoutedExperts=object)
-    _stub("tpu_inference.layers.common.process_weights.moe_weights", UnfusedMoEWeights=object)
-    _stub("tpu_inference.models.jax.utils.qwix.qwix_utils", manually_quantize_qwix_weight=None)
+        stub(name)
+    stub("qwix._src.providers", ptq=types.SimpleNamespace(WithAux=object))
+    stub("vllm.model_executor.layers.fused_moe", RoutedExperts=object)
+    stub("tpu_inference.layers.common.process_weights.moe_weights", UnfusedMoEWeights=object)
+    stub("tpu_inference.models.jax.utils.qwix.qwix_utils", manually_quantize_qwix_weight=None)
     for pkg in ("layers/jax", "layers/jax/moe"):
-        _stub("tpu_inference." + pkg.replace("/", "."), __path__=[os.path.join(a.src, "tpu_inference", pkg)])
+        stub("tpu_inference." + pkg.replace("/", "."), __path__=[os.path.join(a.src, "tpu_inference", pkg)])
     sm = importlib.import_module("tpu_inference.layers.jax.moe.sparse_moe")
     kda = importlib.import_module("tpu_inference.layers.common.kda_attention")
     kern = importlib.import_module("tpu_inference.kernels.mla.v2.kernel")
     tp = importlib.import_module("tpu_inference.kernels.mla.v2.tuned_params")
     axis = importlib.import_module("tpu_inference.layers.common.sharding").ShardingAxisName
 
-    devs = topologies.get_topology_desc(platform="tpu", topology_name=a.target).devices
+    devs, mesh = mesh_over(a.target, "attn_dp_expert")
     n = len(devs)
-    names = ("data", "attn_dp", "attn_dp_expert", "expert", "model", "dcp", "pcp")
-    mesh = Mesh(np.array(devs).reshape(1, 1, n, 1, 1, 1, 1), names)
 
     def arg(shape, dtype, spec):
         return jax.ShapeDtypeStruct(shape, dtype, sharding=NamedSharding(mesh, spec))
@@ -172,17 +167,15 @@ def main() -> None:
         c = jax.jit(step, donate_argnums=(0,)).lower(pools, x, kp, experts, router, kmeta, mmeta).compile()
     m = c.memory_analysis()
     pool_bytes = sum(int(np.prod(v.shape)) * jnp.dtype(v.dtype).itemsize // n for v in jax.tree.leaves(pools))
-    print(
-        json.dumps(
-            {
-                "target": a.target, "device_kind": devs[0].device_kind, "jax": jax.__version__,
-                "point": {k_: getattr(a, k_) for k_ in ("tokens", "slots", "reqs", "pages", "page", "layers")},
-                "pool_bytes": pool_bytes, "temp_bytes": m.temp_size_in_bytes,
-                "argument_bytes": m.argument_size_in_bytes, "output_bytes": m.output_size_in_bytes,
-                "alias_bytes": m.alias_size_in_bytes, "compile_s": round(time.time() - t0, 1),
-            }
-        )
-    )  # fmt: skip
+    print_record(
+        a,
+        devs,
+        ("tokens", "slots", "reqs", "pages", "page", "layers"),
+        m,
+        t0,
+        ("temp_bytes", "argument_bytes", "output_bytes", "alias_bytes"),
+        pool_bytes=pool_bytes,
+    )
 
 
 if __name__ == "__main__":

@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import os
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from tpu_inference_moe_compile import _stub_package  # noqa: E402
+from tpu_inference_harness import mesh_over, print_record, stub_package  # noqa: E402
 
 
 def main() -> None:
@@ -48,22 +47,19 @@ def main() -> None:
     from k3plan.libtpu_env import quiet_libtpu
 
     quiet_libtpu()
-    _stub_package(a.src)
+    stub_package(a.src)
 
     import jax
     import jax.numpy as jnp
     import numpy as np
-    from jax.experimental import topologies
-    from jax.sharding import Mesh, NamedSharding
+    from jax.sharding import NamedSharding
     from jax.sharding import PartitionSpec as P
 
     kern = importlib.import_module("tpu_inference.kernels.mla.v2.kernel")
     tp = importlib.import_module("tpu_inference.kernels.mla.v2.tuned_params")
     axis = importlib.import_module("tpu_inference.layers.common.sharding").ShardingAxisName
-    devs = topologies.get_topology_desc(platform="tpu", topology_name=a.target).devices
+    devs, mesh = mesh_over(a.target, "attn_dp_expert")
     n = len(devs)
-    names = ("data", "attn_dp", "attn_dp_expert", "expert", "model", "dcp", "pcp")
-    mesh = Mesh(np.array(devs).reshape(1, 1, n, 1, 1, 1, 1), names)
 
     def arg(shape, dtype, spec):
         return jax.ShapeDtypeStruct(shape, dtype, sharding=NamedSharding(mesh, spec))
@@ -134,21 +130,14 @@ def main() -> None:
         m = jax.jit(step, donate_argnums=(0,)).lower([cache] * a.layers, q, q_rope, k, k_rope, *meta).compile()
         m = m.memory_analysis()
     cache_bytes = int(np.prod(cache_shape)) * 2 // n
-    print(
-        json.dumps(
-            {
-                "target": a.target,
-                "device_kind": devs[0].device_kind,
-                "jax": jax.__version__,
-                "point": {k_: getattr(a, k_) for k_ in ("tokens", "heads", "pages", "page", "reqs", "layers")},
-                "cache_bytes_a_layer": cache_bytes,
-                "temp_bytes": m.temp_size_in_bytes,
-                "argument_bytes": m.argument_size_in_bytes,
-                "output_bytes": m.output_size_in_bytes,
-                "alias_bytes": m.alias_size_in_bytes,
-                "compile_s": round(time.time() - t0, 1),
-            }
-        )
+    print_record(
+        a,
+        devs,
+        ("tokens", "heads", "pages", "page", "reqs", "layers"),
+        m,
+        t0,
+        ("temp_bytes", "argument_bytes", "output_bytes", "alias_bytes"),
+        cache_bytes_a_layer=cache_bytes,
     )
 
 

@@ -20,38 +20,12 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
-import json
-import logging
 import os
 import sys
 import time
-import types
 
-
-def _stub_package(src: str) -> None:
-    pkg = types.ModuleType("tpu_inference")
-    pkg.__path__ = [os.path.join(src, "tpu_inference")]
-    sys.modules["tpu_inference"] = pkg
-    log = types.ModuleType("tpu_inference.logger")
-    log.init_logger = logging.getLogger  # type: ignore[attr-defined]
-    sys.modules["tpu_inference.logger"] = log
-    utils = types.ModuleType("tpu_inference.utils")
-
-    def get_mesh_shape_product(mesh, axes):  # tpu_inference/utils.py get_mesh_shape_product, as written there
-        if axes is None:
-            return 1
-        product = 1
-        for axis in [axes] if isinstance(axes, str) else axes:
-            product *= mesh.shape.get(axis, 1)
-        return product
-
-    utils.get_mesh_shape_product = get_mesh_shape_product  # type: ignore[attr-defined]
-    sys.modules["tpu_inference.utils"] = utils
-    spec = importlib.util.spec_from_file_location("tpu_inference.envs", os.path.join(src, "tpu_inference", "envs.py"))
-    assert spec is not None and spec.loader is not None
-    envs = importlib.util.module_from_spec(spec)
-    sys.modules["tpu_inference.envs"] = envs
-    spec.loader.exec_module(envs)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tpu_inference_harness import mesh_over, print_record, stub_package  # noqa: E402
 
 
 def main() -> None:
@@ -70,26 +44,22 @@ def main() -> None:
     from k3plan.libtpu_env import quiet_libtpu
 
     quiet_libtpu()
-    _stub_package(a.src)
+    stub_package(a.src)
 
     import jax
     import jax.experimental.pallas.tpu as pltpu
     import jax.numpy as jnp
-    import numpy as np
     from jax._src.pallas.mosaic import tpu_info
-    from jax.experimental import topologies
-    from jax.sharding import Mesh, NamedSharding
+    from jax.sharding import NamedSharding
     from jax.sharding import PartitionSpec as P
 
-    devs = topologies.get_topology_desc(platform="tpu", topology_name=a.target).devices
+    devs, mesh = mesh_over(a.target, "attn_dp")
     # the kernels ask pltpu for the default device's TPU (its SparseCore); deviceless, that is the target's
     info = tpu_info.get_tpu_info_for_chip(tpu_info.chip_version_from_device_kind(devs[0].device_kind), 1)
     pltpu.get_tpu_info = lambda: info
     tpu_info.get_tpu_info = lambda: info
     fm = importlib.import_module("tpu_inference.layers.common.fused_moe_gmm")
     axis = importlib.import_module("tpu_inference.layers.common.sharding").ShardingAxisName
-    names = ("data", "attn_dp", "attn_dp_expert", "expert", "model", "dcp", "pcp")
-    mesh = Mesh(np.array(devs).reshape(1, len(devs), 1, 1, 1, 1, 1), names)
 
     def arg(shape, dtype, spec):
         return jax.ShapeDtypeStruct(shape, dtype, sharding=NamedSharding(mesh, spec))
@@ -117,22 +87,13 @@ def main() -> None:
     t0 = time.time()
     with jax.set_mesh(mesh):
         m = jax.jit(step).lower(*args).compile().memory_analysis()
-    print(
-        json.dumps(
-            {
-                "target": a.target,
-                "device_kind": devs[0].device_kind,
-                "jax": jax.__version__,
-                "point": {
-                    k: getattr(a, k) for k in ("tokens", "hidden", "inter", "experts", "topk", "block", "layers")
-                },
-                "temp_bytes": m.temp_size_in_bytes,
-                "argument_bytes": m.argument_size_in_bytes,
-                "output_bytes": m.output_size_in_bytes,
-                "code_bytes": m.generated_code_size_in_bytes,
-                "compile_s": round(time.time() - t0, 1),
-            }
-        )
+    print_record(
+        a,
+        devs,
+        ("tokens", "hidden", "inter", "experts", "topk", "block", "layers"),
+        m,
+        t0,
+        ("temp_bytes", "argument_bytes", "output_bytes", "code_bytes"),
     )
 
 

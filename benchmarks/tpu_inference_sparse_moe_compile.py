@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import os
 import sys
 import time
@@ -32,14 +31,7 @@ from enum import Enum
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from tpu_inference_moe_compile import _stub_package  # noqa: E402
-
-
-def _stub(name: str, **attrs: object) -> None:
-    mod = types.ModuleType(name)
-    for k, v in attrs.items():
-        setattr(mod, k, v)
-    sys.modules[name] = mod
+from tpu_inference_harness import mesh_over, print_record, stub, stub_package  # noqa: E402
 
 
 def main() -> None:
@@ -57,41 +49,37 @@ def main() -> None:
     from k3plan.libtpu_env import quiet_libtpu
 
     quiet_libtpu()
-    _stub_package(a.src)
+    stub_package(a.src)
 
     import jax
     import jax.numpy as jnp
-    import numpy as np
-    from jax.experimental import topologies
-    from jax.sharding import Mesh, NamedSharding
+    from jax.sharding import NamedSharding
     from jax.sharding import PartitionSpec as P
 
     class MoEBackend(Enum):  # tpu_inference/layers/common/moe.py MoEBackend, the member the forward compares
         MEGABLX_GMM = "megablox_gmm"
 
-    _stub("tpu_inference.layers.common.moe", MoEBackend=MoEBackend)
-    _stub("tpu_inference.layers.jax.layers", FlaxUtils=object, modeling_flax_utils=types.SimpleNamespace(
+    stub("tpu_inference.layers.common.moe", MoEBackend=MoEBackend)
+    stub("tpu_inference.layers.jax.layers", FlaxUtils=object, modeling_flax_utils=types.SimpleNamespace(
         ACT2FN={"silu": jax.nn.silu}))  # fmt: skip
-    _stub("flax", nnx=types.SimpleNamespace(Param=object))
-    _stub("qwix")
-    _stub("qwix._src")
-    _stub("qwix._src.providers", ptq=types.SimpleNamespace(WithAux=object))
-    _stub("vllm")
-    _stub("vllm.model_executor")
-    _stub("vllm.model_executor.layers")
-    _stub("vllm.model_executor.layers.fused_moe", RoutedExperts=object)
-    _stub("tpu_inference.layers.common.process_weights.moe_weights", UnfusedMoEWeights=object)
-    _stub("tpu_inference.models.jax.utils.qwix.qwix_utils", manually_quantize_qwix_weight=None)
+    stub("flax", nnx=types.SimpleNamespace(Param=object))
+    stub("qwix")
+    stub("qwix._src")
+    stub("qwix._src.providers", ptq=types.SimpleNamespace(WithAux=object))
+    stub("vllm")
+    stub("vllm.model_executor")
+    stub("vllm.model_executor.layers")
+    stub("vllm.model_executor.layers.fused_moe", RoutedExperts=object)
+    stub("tpu_inference.layers.common.process_weights.moe_weights", UnfusedMoEWeights=object)
+    stub("tpu_inference.models.jax.utils.qwix.qwix_utils", manually_quantize_qwix_weight=None)
     for pkg in ("layers/jax", "layers/jax/moe"):  # their __init__ builds the nnx layer stack: skipped, the folder kept
         name = "tpu_inference." + pkg.replace("/", ".")
-        _stub(name, __path__=[os.path.join(a.src, "tpu_inference", pkg)])
+        stub(name, __path__=[os.path.join(a.src, "tpu_inference", pkg)])
     sm = importlib.import_module("tpu_inference.layers.jax.moe.sparse_moe")
     axis = importlib.import_module("tpu_inference.layers.common.sharding").ShardingAxisName
 
-    devs = topologies.get_topology_desc(platform="tpu", topology_name=a.target).devices
-    names = ("data", "attn_dp", "attn_dp_expert", "expert", "model", "dcp", "pcp")
+    devs, mesh = mesh_over(a.target, "attn_dp_expert")
     n = len(devs)
-    mesh = Mesh(np.array(devs).reshape(1, 1, n, 1, 1, 1, 1), names)
     edf = (axis.ATTN_DATA_EXPERT, None, axis.MODEL)  # kimi_k3.py routed_expert_shardings
     efd = (axis.ATTN_DATA_EXPERT, axis.MODEL, None)
     td = (axis.MLP_DATA, None)  # KimiSparseMoeBlock: activation_ffw_td
@@ -138,19 +126,13 @@ def main() -> None:
     t0 = time.time()
     with jax.set_mesh(mesh):
         m = jax.jit(step).lower(x, w, ids, gate, up, down).compile().memory_analysis()
-    print(
-        json.dumps(
-            {
-                "target": a.target,
-                "device_kind": devs[0].device_kind,
-                "jax": jax.__version__,
-                "point": {k: getattr(a, k) for k in ("tokens", "hidden", "inter", "experts", "topk", "layers")},
-                "temp_bytes": m.temp_size_in_bytes,
-                "argument_bytes": m.argument_size_in_bytes,
-                "output_bytes": m.output_size_in_bytes,
-                "compile_s": round(time.time() - t0, 1),
-            }
-        )
+    print_record(
+        a,
+        devs,
+        ("tokens", "hidden", "inter", "experts", "topk", "layers"),
+        m,
+        t0,
+        ("temp_bytes", "argument_bytes", "output_bytes"),
     )
 
 

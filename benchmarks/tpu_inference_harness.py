@@ -1,0 +1,85 @@
+"""What the deviceless compiles of vllm-project/tpu-inference's own code share (benchmarks/tpu_inference_*.py): the
+package stubs that let its layers import without vLLM or torch, the NEW_MODEL_DESIGN mesh over a topology's devices,
+and the one JSON record each prints (the point, XLA's memory analysis a device, the compile time)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import logging
+import os
+import sys
+import time
+import types
+
+# the NEW_MODEL_DESIGN mesh's axes (tpu_inference/layers/common/sharding.py), in order
+MESH_AXES = ("data", "attn_dp", "attn_dp_expert", "expert", "model", "dcp", "pcp")
+# XLA's CompiledMemoryStats fields a record may carry, by the record's key
+ANALYSIS = {
+    "temp_bytes": "temp_size_in_bytes",
+    "argument_bytes": "argument_size_in_bytes",
+    "output_bytes": "output_size_in_bytes",
+    "alias_bytes": "alias_size_in_bytes",
+    "code_bytes": "generated_code_size_in_bytes",
+}
+
+
+def stub(name: str, **attrs: object) -> None:
+    """A module ``name`` holding ``attrs``, in place of one the engine imports that the compile does not need."""
+    mod = types.ModuleType(name)
+    for k, v in attrs.items():
+        setattr(mod, k, v)
+    sys.modules[name] = mod
+
+
+def stub_package(src: str) -> None:
+    """tpu_inference from ``src`` (a folder holding tpu_inference/ at the commit read) with its logger, its
+    tpu_inference.utils helper and its envs module, none of which pulls in vLLM or torch."""
+    pkg = types.ModuleType("tpu_inference")
+    pkg.__path__ = [os.path.join(src, "tpu_inference")]
+    sys.modules["tpu_inference"] = pkg
+    stub("tpu_inference.logger", init_logger=logging.getLogger)
+
+    def get_mesh_shape_product(mesh, axes):  # tpu_inference/utils.py get_mesh_shape_product, as written there
+        if axes is None:
+            return 1
+        product = 1
+        for axis in [axes] if isinstance(axes, str) else axes:
+            product *= mesh.shape.get(axis, 1)
+        return product
+
+    stub("tpu_inference.utils", get_mesh_shape_product=get_mesh_shape_product)
+    spec = importlib.util.spec_from_file_location("tpu_inference.envs", os.path.join(src, "tpu_inference", "envs.py"))
+    assert spec is not None and spec.loader is not None
+    envs = importlib.util.module_from_spec(spec)
+    sys.modules["tpu_inference.envs"] = envs
+    spec.loader.exec_module(envs)
+
+
+def mesh_over(target: str, axis: str):
+    """(the topology's devices, the NEW_MODEL_DESIGN mesh with every device on ``axis``), for a topology libtpu
+    compiles for without a TPU (e.g. 'tpu7x:2x2x1')."""
+    import numpy as np
+    from jax.experimental import topologies
+    from jax.sharding import Mesh
+
+    devs = topologies.get_topology_desc(platform="tpu", topology_name=target).devices
+    shape = [len(devs) if name == axis else 1 for name in MESH_AXES]
+    return devs, Mesh(np.array(devs).reshape(shape), MESH_AXES)
+
+
+def print_record(a, devs, point: tuple[str, ...], m, t0: float, fields: tuple[str, ...], **extra: object) -> None:
+    """One JSON line: the topology and jax, the point (``point``: the argparse names), ``extra`` (the pools' or caches'
+    bytes), XLA's memory analysis ``m`` (``fields``: keys of ANALYSIS, in order) and the seconds since ``t0``."""
+    import jax
+
+    record: dict[str, object] = {
+        "target": a.target,
+        "device_kind": devs[0].device_kind,
+        "jax": jax.__version__,
+        "point": {k: getattr(a, k) for k in point},
+        **extra,
+    }
+    record.update({f: getattr(m, ANALYSIS[f]) for f in fields})
+    record["compile_s"] = round(time.time() - t0, 1)
+    print(json.dumps(record))
