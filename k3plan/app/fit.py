@@ -584,6 +584,13 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
     return opts, q.context or model_max or context, 1, q.chunk or chunk, q
 
 
+def _paging_source(st, spec) -> str:
+    """Where the stack's page was read: its paging source, and for a hybrid MLA model the release's alignment where
+    the engine's release sets its own (Stack.hybrid_align)."""
+    align, why = st.hybrid_align() if spec.n_mla and spec.n_kda else (0, "")
+    return f"{st.paging.source}; aligned to {align} tokens: {why}" if why else st.paging.source
+
+
 def _runner_v2(q, model, vendor: str) -> bool:
     """Whether vLLM's Model Runner V2 runs the command (engines/vllm/releases.py model_runner_v2)."""
     from k3plan.engines.vllm.releases import model_runner_v2
@@ -793,7 +800,7 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         page_bytes=lay.page_bytes,
         kv_bytes_per_token_layer=lay.kv_bytes_per_token_layer,
         block_tokens=lay.block_tokens,
-        paging_source=dsv4_block(spec, st.name)[1] or st.paging.source,
+        paging_source=dsv4_block(spec, st.name)[1] or _paging_source(st, spec),
         n_mla=lay.n_mla,
         n_kda=lay.n_kda,
         max_model_len=result.workload.context_tokens,

@@ -263,6 +263,8 @@ def cache_inputs(
         hybrid_paging=stack.paging.kind == "hybrid",
         fixed_state=fixed_state_bytes(spec, stack),  # DeepSeek-V4's; else 0
     )
+    if spec.n_mla and spec.n_kda:  # a hybrid MLA model's block, aligned as the engine's release aligns it
+        out["align_tokens"] = stack.hybrid_align()[0]
     out["pool_state"] = out["fixed_state"]  # the pool holds the fixed state, unless the engine's planner charges
     # DeepSeek-V4 in the block its engine sets (Dsv4Layout.block)
     out["align_tokens"] = dsv4_block(spec, stack.name)[0] or out["align_tokens"]

@@ -21,7 +21,8 @@ from __future__ import annotations
 import json
 
 SLOT32 = 449_372_160 // 32  # 14,042,880 B: K3's state a sequence a device at TP 32
-PAGE = 64 * -(-(SLOT32 // 69) // (64 * 576 * 2)) * 576 * 2  # 221,184 B: vLLM's state page, padded
+PAGE = 128 * -(-(SLOT32 // 69) // (128 * 576 * 2)) * 576 * 2  # 294,912 B: vLLM's state page, padded to a block
+# aligned to 128 tokens (0.27.0 on: engines/vllm/releases.py hybrid_mla_align; 221,184 B at 64 before)
 ARGS = ("fit", "-H", "nvidia-h200", "-t", "4x8", "--tp", "32", "--context", "32768", "--batch", "8",
         "--spec-tokens", "3", "--acceptance", "0.8", "--draft-bytes", "2GB", "--json")  # fmt: skip
 
@@ -42,12 +43,12 @@ def test_sglang_verify_reads_two_slots_and_writes_one_a_token_plus_the_copy_back
 def test_vllm_verify_reads_the_accepted_block_and_writes_one_a_token_and_the_pool_holds_one_a_draft(cli):
     d = _fit(cli, "vllm")
     sd = d["advice"]["spec_decode"]
-    assert PAGE == 221_184
+    assert PAGE == 294_912
     assert sd["verify_state_slots"] == [1, 4]
-    assert sd["verify_state_bytes"] == 8 * (1 + 4) * 69 * PAGE == 610_467_840  # 976,748,544 before
+    assert sd["verify_state_bytes"] == 8 * (1 + 4) * 69 * PAGE == 813_957_120  # 610,467,840 at 64-token alignment
     assert "refuses speculative decoding" in sd["pricing"]  # K3's KDA: an assumption, shown
     assert d["per_device"]["state_bytes_per_sequence"] == (1 + 3) * 72 * PAGE
-    assert d["per_device"]["state_bytes"] == 8 * 4 * 72 * PAGE == 509_607_936  # 127,401,984 before
+    assert d["per_device"]["state_bytes"] == 8 * 4 * 72 * PAGE == 679_477_248  # 509,607,936 at 64-token alignment
 
 
 def test_a_stack_without_a_verify_rule_prices_each_token_as_a_sequence_and_says_so(cli):

@@ -91,9 +91,12 @@ def test_k3_crossover_fp8_is_32507_tokens():
 
 
 def test_hybrid_paging_at_tp32():
-    """vLLM hybrid allocator at tp=32 (the GPU vllm stack): block = 64 * ceil(state_page / (64 *
-    mla_bytes_per_token)), per layer per device; the state page is padded up to the attention page."""
-    st = load_stack("vllm")
+    """vLLM hybrid allocator at tp=32 (the GPU vllm stack, as 0.26.0 runs it): block = 64 * ceil(state_page / (64 *
+    mla_bytes_per_token)), per layer per device; the state page is padded up to the attention page. From 0.27.0
+    (the default release) the alignment is 128 for a hybrid MLA model (engines/vllm/releases.py hybrid_mla_align)."""
+    newest = cache_layout(spec=K3, stack=load_stack("vllm"), parallel=make_mesh(devices=32, tp=32)[1])
+    assert newest.block_tokens == 128 * math.ceil(newest.state_bytes_per_layer_unpadded / (128 * 1_152)) == 256
+    st = load_stack("vllm").with_engine_release((0, 26, 0))
     _, par = make_mesh(devices=32, tp=32)
     lay = cache_layout(spec=K3, stack=st, parallel=par)
     mla_tok = (512 + 64) * 2  # bf16, whole latent on every TP rank

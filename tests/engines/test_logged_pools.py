@@ -24,7 +24,13 @@ def test_the_logged_tokens_and_concurrency_follow_from_the_logged_pool(path):
     assert case["source"].startswith("https://") and case["logged"]
     exp = case["expect"]
     setup = make_setup(
-        model=case["model"], hardware="nvidia-h100-sxm", topology=str(case["tp"]), tp=case["tp"], stack="vllm"
+        model=case["model"],
+        hardware="nvidia-h100-sxm",
+        topology=str(case["tp"]),
+        tp=case["tp"],
+        stack="vllm",
+        # the release the log's lines place it in (its block alignment: engines/vllm/releases.py hybrid_mla_align)
+        engine_release=tuple(int(x) for x in case["engine_version"].split(".")) if "engine_version" in case else None,
     )
     lay = fit(setup, Workload(context_tokens=case["max_model_len"]), evidence=False).cache_layout
     assert lay is not None and lay.page_bytes

@@ -10,7 +10,13 @@ from k3plan.engines.engine import Engine
 from k3plan.engines.vllm import dsv4
 from k3plan.engines.vllm.eplb import redundant_expert_pad
 from k3plan.engines.vllm.moe_padding import expert_shard_pad
-from k3plan.engines.vllm.releases import NEWEST_READ, NEWEST_RELEASE, in_flight_batches, option_defaults
+from k3plan.engines.vllm.releases import (
+    NEWEST_READ,
+    NEWEST_RELEASE,
+    hybrid_mla_align,
+    in_flight_batches,
+    option_defaults,
+)
 
 ENGINE = Engine(
     engine_loop="vllm",  # vLLM's own engine loop: vLLM's published host time a step (engines/vllm/speed.py)
@@ -71,6 +77,7 @@ ENGINE = Engine(
     oldest_release_read=(0, 8, 4),
     newest_release_read=NEWEST_RELEASE,  # 0.33.0: a GPU question that names no release is read as it (releases.py)
     latest_release_read=NEWEST_READ,  # 0.34.0: read, priced under --engine-version (releases.py)
+    hybrid_mla_align=hybrid_mla_align,  # a hybrid MLA model's block aligned to 128 from 0.27.0 (releases.py)
     windowed_in_flight=in_flight_batches,  # DeepSeek-V4's windowed groups: batches in flight by release and scheduling
     expert_shard_pad=expert_shard_pad,  # a TP-split expert shard padded by the model's rule (moe_padding.py)
     redundant_expert_pad=redundant_expert_pad,  # EPLB's redundant experts a rank holds (eplb.py)

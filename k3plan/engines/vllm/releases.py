@@ -5,6 +5,7 @@ and the budget's charge for a DeepSeek-V4.1 request (engines/vllm/dsv4_pages.py 
 from __future__ import annotations
 
 from k3plan.engines.release import Release
+from k3plan.engines.vllm.extensible import hybrid_mla_alignment
 from k3plan.errors import K3PlanError
 
 # the newest vLLM release k3plan prices, 0.33.0 (PyPI): a GPU question without fit --engine-version is read as it.
@@ -54,6 +55,28 @@ def in_flight_batches(release: Release | None, *, async_scheduling: bool | None,
     if v2_runner or release >= ONE_RUNNER_FROM:  # Model Runner V2's PP + 1 (from 0.34.0 the only runner)
         return pp + 1
     return 2 if pp <= 1 else pp
+
+
+# From 0.27.0 the block vLLM sets for a hybrid model whose attention is MLA is aligned to 128 tokens (the TRT-LLM /
+# FlashInfer MLA decode kernels want the kernel blocks a block splits into aligned to 128 / the kernel block):
+# Platform._align_hybrid_block_size takes kernel_block_alignment_size = max(the backend's smallest kernel block,
+# cache_config.block_size, 128) where model_config.use_mla, then attn_block_size = that x cdiv(mamba page, that x
+# the attention page a token). Read in the 0.27.0, 0.28.0, 0.33.0 and 0.34.0 wheels (PyPI) vllm/platforms/
+# interface.py; 0.26.0's takes max(smallest kernel block, block_size) alone. Kimi-K3 with an fp8 cache at TP 8:
+# 1,536-token blocks from 0.27.0, 1,472 before.
+HYBRID_MLA_ALIGN_FROM: Release = (0, 27, 0)
+HYBRID_MLA_ALIGN_SOURCE = (
+    "vllm 0.27.0 wheel (PyPI), vllm/platforms/interface.py Platform._align_hybrid_block_size: "
+    "kernel_block_alignment_size = max(kernel_block_alignment_size, 128) where model_config.use_mla (0.26.0: not)"
+)
+
+
+def hybrid_mla_align(release: Release, align: int) -> tuple[int, str] | None:
+    """The token alignment of the attention block vLLM ``release`` sets for a hybrid MLA + linear-attention model
+    whose kernel alignment is ``align`` (``HYBRID_MLA_ALIGN_SOURCE``); None before 0.27.0 (``align`` holds)."""
+    if release < HYBRID_MLA_ALIGN_FROM:
+        return None
+    return hybrid_mla_alignment(align, align), HYBRID_MLA_ALIGN_SOURCE
 
 
 def default_in_flight() -> int:
