@@ -153,6 +153,7 @@ REFUSED = {
     ),
     "another checkpoint's config": (DAILY + " --hf-config-path moonshotai/Kimi-K2.6", "--hf-config-path"),
     "another checkpoint's config, abbreviated": (DAILY + " --hf-config=moonshotai/Kimi-K2.6", "--hf-config-path"),
+    "a config override": (DAILY + ' --hf-overrides \'{"num_hidden_layers": 5}\'', "ModelConfig.hf_overrides"),
     "both spellings of the config path, apart": (
         DAILY + " --hf-config deepseek-ai/DeepSeek-V3 --hf-config-path deepseek-ai/DeepSeek-R1",
         "keeps the last of the two",

@@ -20,7 +20,7 @@ variables say), the KV dtype, --gpu-memory-utilization, --max-model-len, --max-n
 
 from __future__ import annotations
 
-from k3plan.engines.serve_values import Reading, env_on, flag_int, json_object, suffix_int
+from k3plan.engines.serve_values import Reading, env_on, flag_int, json_object, refuse_unpriced, suffix_int
 from k3plan.errors import K3PlanError
 from k3plan.units import fmt_gib
 
@@ -490,6 +490,14 @@ def _tokens(flag: str, value: str) -> int:
 # --hf-config X is --hf-config-path X. tpu-inference's multi-host nightly writes that spelling (scripts/multihost/
 # nightly_benchmarking.sh @b8692ff0: EXTRA_SERVER_ARGS "--hf-config=${HF_CONFIG}")
 HF_CONFIG_PREFIX = "--hf-config"
+# flags whose memory effect k3plan does not model on tpu-inference, refused with what they do
+UNPRICED = {
+    # vLLM's ModelConfig.hf_overrides (a dict merged into the Hugging Face config before the model is built: vllm
+    # 0.33.0 wheel (PyPI) vllm/config/model.py), which the plugin's model builders read as vLLM's do: tpu-inference's
+    # mlperf.sh @b8692ff0 cuts DeepSeek-R1 to 5 decoder layers with '{"num_hidden_layers": 5}'; k3plan prices the
+    # bundled config's own fields
+    "--hf-overrides": "the checkpoint's config overridden before the model is built (vLLM's ModelConfig.hf_overrides)",
+}
 
 
 def _hf_config(r: Reading, path: str | None) -> None:
@@ -553,6 +561,7 @@ def read(r: Reading) -> None:
             "flag"
         )
     r.chunk = _tokens("--max-num-batched-tokens", str(chunk))
+    refuse_unpriced(get, UNPRICED, "tpu-inference")
     path, prefix = get("--hf-config-path", None), get(HF_CONFIG_PREFIX, None)
     if path is not None and prefix is not None and path != prefix:
         raise K3PlanError(
