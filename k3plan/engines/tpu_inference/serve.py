@@ -120,9 +120,9 @@ UNFUSED_MEGABLOCKS = "USE_UNFUSED_MEGABLOCKS"
 # - the routing forced random for performance runs (envs.py env_bool, default False; layers/common/fused_moe_gmm.py
 #   fused_moe_func: _override_token_indices_for_random_routing replaces the all-gathered top-k expert ids with draws
 #   of the same [tokens, top_k] shape, jax.random.choice without replacement over the experts, seeded PRNGKey(42)):
-#   the weights, the pool and the ids' shapes are unchanged; the draw is a [tokens, experts] uint32 temporary inside
-#   the compiled step (8 MiB at 8,192 tokens and 256 experts), which runs after the pool is sized (memory.py
-#   WORKER_SOURCE). Its multi-host DeepSeek-R1 random-routing dashboard sets it (scripts/multihost/benchmarks/torchax/
+#   the weights, the pool and the ids' shapes are unchanged; the draw (a shuffle of the experts a token) holds
+#   [tokens, experts] sort keys and indices inside the compiled step (8 MiB each at 8,192 tokens and 256 experts),
+#   which runs after the pool is sized (memory.py WORKER_SOURCE). Its multi-host DeepSeek-R1 random-routing dashboard sets it (scripts/multihost/benchmarks/torchax/
 #   run_deepseek_v3_1k_8k_random_routing.sh, nightly_benchmarking.sh FORCE_MOE_RANDOM_ROUTING_ENV)
 RANDOM_ROUTING = "FORCE_MOE_RANDOM_ROUTING"
 LISTED_ENV = frozenset({ALL_GATHER_DTYPE, SHARED_STREAM, RANDOM_ROUTING}) | RAY_ENV
