@@ -20,7 +20,7 @@ variables say), the KV dtype, --gpu-memory-utilization, --max-model-len, --max-n
 
 from __future__ import annotations
 
-from k3plan.engines.serve_values import Reading, env_on, flag_int, json_object, suffix_int
+from k3plan.engines.serve_values import Reading, env_on, flag_int, json_object, refuse_unpriced, suffix_int
 from k3plan.errors import K3PlanError
 from k3plan.units import fmt_gib
 
@@ -117,7 +117,15 @@ RAY_ENV = frozenset({"RAY_LOG_TO_STDERR", "AUTOSCALER_UPDATE_INTERVAL_S"})
 # - the JAX path's MoE backend switch (layers/jax/moe/utils.py select_moe_backend: MEGABLX_GMM when on; envs.py
 #   env_bool, default False): listed off, refused on (that backend's layout not read)
 UNFUSED_MEGABLOCKS = "USE_UNFUSED_MEGABLOCKS"
-LISTED_ENV = frozenset({ALL_GATHER_DTYPE, SHARED_STREAM}) | RAY_ENV
+# - the routing forced random for performance runs (envs.py env_bool, default False; layers/common/fused_moe_gmm.py
+#   fused_moe_func: _override_token_indices_for_random_routing replaces the all-gathered top-k expert ids with draws
+#   of the same [tokens, top_k] shape, jax.random.choice without replacement over the experts, seeded PRNGKey(42)):
+#   the weights, the pool and the ids' shapes are unchanged; the draw (a shuffle of the experts a token) holds
+#   [tokens, experts] sort keys and indices inside the compiled step (8 MiB each at 8,192 tokens and 256 experts),
+#   which runs after the pool is sized (memory.py WORKER_SOURCE). Its multi-host DeepSeek-R1 random-routing dashboard sets it (scripts/multihost/benchmarks/torchax/
+#   run_deepseek_v3_1k_8k_random_routing.sh, nightly_benchmarking.sh FORCE_MOE_RANDOM_ROUTING_ENV)
+RANDOM_ROUTING = "FORCE_MOE_RANDOM_ROUTING"
+LISTED_ENV = frozenset({ALL_GATHER_DTYPE, SHARED_STREAM, RANDOM_ROUTING}) | RAY_ENV
 KNOWN_ENV = frozenset({BACKEND_TYPE, MLA_DISABLE, PROFILING_DIR, UNFUSED_MEGABLOCKS}) | LISTED_ENV
 PRICED_ENV = frozenset({MODEL_IMPL, REQUANT_DTYPE, REQUANT_BLOCK, NEW_MODEL_DESIGN, MLA_DISABLE, BACKEND_TYPE})
 PRICED_ENV |= {PROFILING_DIR, UNFUSED_MEGABLOCKS} | LISTED_ENV
@@ -475,6 +483,23 @@ def _tokens(flag: str, value: str) -> int:
     return flag_int(flag, value if n is None else str(n))
 
 
+# vLLM's parser takes an unambiguous prefix of a flag for the flag (argparse's allow_abbrev, on by default: no
+# ArgumentParser of vLLM turns it off, vllm 0.28.0 and 0.34.0 wheels (PyPI) vllm/utils/argparse_utils.py
+# FlexibleArgumentParser, vllm/entrypoints/cli/serve.py), and --hf-config-path is the only flag that starts with
+# --hf-config (vllm/engine/arg_utils.py EngineArgs.add_cli_args, EngineArgs.hf_config_path; no frontend flag does):
+# --hf-config X is --hf-config-path X. tpu-inference's multi-host nightly writes that spelling (scripts/multihost/
+# nightly_benchmarking.sh @b8692ff0: EXTRA_SERVER_ARGS "--hf-config=${HF_CONFIG}")
+HF_CONFIG_PREFIX = "--hf-config"
+# flags whose memory effect k3plan does not model on tpu-inference, refused with what they do
+UNPRICED = {
+    # vLLM's ModelConfig.hf_overrides (a dict merged into the Hugging Face config before the model is built: vllm
+    # 0.33.0 wheel (PyPI) vllm/config/model.py), which the plugin's model builders read as vLLM's do: tpu-inference's
+    # mlperf.sh @b8692ff0 cuts DeepSeek-R1 to 5 decoder layers with '{"num_hidden_layers": 5}'; k3plan prices the
+    # bundled config's own fields
+    "--hf-overrides": "the checkpoint's config overridden before the model is built (vLLM's ModelConfig.hf_overrides)",
+}
+
+
 def _hf_config(r: Reading, path: str | None) -> None:
     """--hf-config-path: vLLM's "name or path of the Hugging Face config to use" in place of the model's (vllm 0.28.0
     wheel (PyPI) vllm/config/model.py ModelConfig.hf_config_path). Listed where it names the served checkpoint (the
@@ -536,7 +561,14 @@ def read(r: Reading) -> None:
             "flag"
         )
     r.chunk = _tokens("--max-num-batched-tokens", str(chunk))
-    _hf_config(r, get("--hf-config-path", None))
+    refuse_unpriced(get, UNPRICED, "tpu-inference")
+    path, prefix = get("--hf-config-path", None), get(HF_CONFIG_PREFIX, None)
+    if path is not None and prefix is not None and path != prefix:
+        raise K3PlanError(
+            f"--serve: {HF_CONFIG_PREFIX} {prefix} and --hf-config-path {path}: vLLM's parser reads {HF_CONFIG_PREFIX} "
+            "as --hf-config-path (argparse's prefix matching) and keeps the last of the two; give one"
+        )
+    _hf_config(r, path if path is not None else prefix)
     # per DP rank: tpu_runner.py TPUModelRunner._init_inputs (max_num_reqs = dp_size x max_num_seqs; the DP
     # scheduler's per-rank limits, core/sched/dp_scheduler.py)
     r.batch = flag_int("--max-num-seqs", str(seqs)) if seqs is not None else DEFAULT_MAX_NUM_SEQS
