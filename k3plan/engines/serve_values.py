@@ -261,6 +261,15 @@ class Reading:
             )
         if quant not in QUANT_OK:
             raise K3PlanError(f"--serve: --quantization {quant!r}: k3plan prices the checkpoint's own format only")
+        if quant and resolved is not None and stored_unquantized(resolved):
+            # a checkpoint stored unquantized (no quantization_config): the method is applied at load, not read from
+            # the checkpoint (vllm 0.21.0 wheel: config/model.py ModelConfig._verify_quantization keeps the argument
+            # when config.json has none; layers/quantization/fp8.py Fp8Config.get_quant_method then takes
+            # Fp8OnlineLinearMethod, is_checkpoint_fp8_serialized being False), which k3plan does not price
+            raise K3PlanError(
+                f"--serve: --quantization {quant!r}: {resolved} is stored unquantized, so the engine would quantize "
+                "it at load; k3plan prices the checkpoint's own format only (drop --quantization)"
+            )
 
 
 @lru_cache(maxsize=16)
@@ -272,6 +281,22 @@ def bundled_quantization(model: str) -> dict[str, Any] | None:
     path = BUNDLED_DIR / model / "config.json"
     q = read_config(path).get("quantization_config") if path.is_file() else None
     return q if isinstance(q, dict) else None
+
+
+@lru_cache(maxsize=16)
+def stored_unquantized(model: str) -> bool:
+    """Bundled model ``model``'s config.json declares no quantization_config, at its top or in its text_config (where
+    the multimodal Kimi checkpoints keep theirs, and where the engines read it too: vllm 0.21.0 wheel,
+    model_loader/weight_utils.py get_quant_config); False for a model k3plan does not bundle."""
+    from k3plan.models.loader import BUNDLED_DIR, read_config
+
+    path = BUNDLED_DIR / model / "config.json"
+    if not path.is_file():
+        return False
+    cfg = read_config(path)
+    text = cfg.get("text_config")
+    nested = text.get("quantization_config") if isinstance(text, dict) else None
+    return not isinstance(cfg.get("quantization_config"), dict) and not isinstance(nested, dict)
 
 
 def checkpoint_quant(model: str, method: str) -> dict[str, Any] | None:

@@ -108,3 +108,23 @@ def test_flashinfer_int4_moe_is_listed_off_sm100_and_refused_on_it(cli):
     assert "VLLM_USE_FLASHINFER_MOE_INT4=1" in r.stdout
     r = cli("fit", "-H", "nvidia-b200", "-t", "8", "--serve", cmd)
     assert r.exit_code == 2 and "MXINT4" in r.output and len(r.output.strip().splitlines()) == 1, r.output
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "vllm serve moonshotai/Kimi-Linear-48B-A3B-Instruct -tp 8 --quantization fp8",
+        "python3 -m sglang.launch_server --model-path moonshotai/Kimi-Linear-48B-A3B-Instruct --tp 8 --quantization fp8",
+    ],
+)
+def test_quantizing_an_unquantized_checkpoint_at_load_is_refused(cli, command):
+    """--quantization on a checkpoint stored without a quantization_config asks for online quantization (vLLM's
+    Fp8OnlineLinearMethod), whose bytes k3plan does not price: refused in one line, where it used to price the BF16
+    checkpoint (tests/engines/cases/vllm-mirothinker-kimi-linear-h200-tp1-fp8-512k.yaml: 91.50 GiB against the
+    logged 46.66); the stored FP8 / compressed-tensors checkpoints keep their own method."""
+    r = cli("fit", "-H", "nvidia-h200", "-t", "8", "--serve", command)
+    _one_line_exit_2(r)
+    assert "stored unquantized" in r.output
+    for stored in ("moonshotai/Kimi-K2-Instruct --quantization fp8", "moonshotai/Kimi-K2.6 --quantization compressed-tensors"):
+        ok = cli("fit", "-H", "nvidia-h200", "-t", "8", "--serve", f"vllm serve {stored} -tp 8 --trust-remote-code")
+        assert ok.exit_code in (0, 1), ok.output
