@@ -669,6 +669,7 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
             sglang_dsv41_pool,
             v41_form_for_release,
         )
+        from k3plan.engines.sglang.fp8_block import shared_expert_refusal
         from k3plan.engines.sglang.kernels import BLACKWELL
         from k3plan.engines.sglang.memory import sglang_kv_pool
         from k3plan.engines.sglang.spec import SPEC_RUNNING, SglangDraft
@@ -781,6 +782,15 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
             # --enable-symm-mem's pool, out of the 1 - fraction share (engines/sglang/serve.py symm_mem)
             symm_mem_bytes=served.symm_mem_bytes,
             symm_mem_source=served.symm_mem_source,
+            # DeepSeek-V4's shared expert split over the whole TP group into partial fp8 blocks: refused while the
+            # model is built (engines/sglang/fp8_block.py); --tp-size is the attention TP x DP under DP attention
+            build_refusal=shared_expert_refusal(
+                setup.model.inventory,
+                hidden_size=spec.hidden_size,
+                tp_size=setup.parallel.tp * (setup.parallel.dp if st.dp_attention else 1),
+                a2a_backend=served.stack_options.get("moe_a2a_backend", "none"),
+                release=served.release,
+            ),
         )
         return _with_serve(sg.as_json(), result, served)
     got = engine_sizing(

@@ -189,6 +189,7 @@ def sglang_kv_pool(
     symm_mem_bytes: int = 0,
     symm_mem_source: str = "",
     hardware: str = "",
+    build_refusal: tuple[str, str] | None = None,
 ) -> EngineSizing:
     """SGLang's KV pool a device and its start rule (module docstring). ``max_total_tokens``: --max-total-tokens,
     the most tokens the pool holds ('The maximum number of tokens that can be stored into the KV cache',
@@ -209,7 +210,8 @@ def sglang_kv_pool(
     vision tower). ``symm_mem_bytes``: --enable-symm-mem's pool a GPU (engines/sglang/serve.py symm_mem), allocated
     after the KV pool and the CUDA graphs: the pool is sized as without it, and SGLang fails at start where the
     1 - mem_fraction_static share it comes out of is smaller (SGLANG_SYMM_OOM_AT; the graphs and activations share
-    it, so the check is a floor)."""
+    it, so the check is a floor). ``build_refusal``: the error SGLang raises while it builds the model (engines/sglang/
+    fp8_block.py), met before any memory is measured: the verdict when given."""
     unpriced = SGLANG_UNPRICED
     if hardware in FREE_BEFORE_LOAD:  # what SGLang counts from, where a log of this GPU gives it
         visible_bytes, visible_source = FREE_BEFORE_LOAD[hardware]
@@ -298,8 +300,10 @@ def sglang_kv_pool(
         reqs = min(asked, rank_tokens // 2, slots // state_slots_ratio)
         running = f"{reqs:,} (the state pool's {slots:,} slots // {state_slots_ratio} a request: {SGLANG_REQS_AT})"
     conc = tokens / max_model_len if max_model_len else 0.0
-    # the engine's start failures in the order it meets them; the first that holds is the verdict
+    # the engine's start failures in the order it meets them; the first that holds is the verdict: a layer refused
+    # while the model is built (``build_refusal``: engines/sglang/fp8_block.py) before any memory is measured
     failures: list[tuple[bool, str, str]] = [
+        (build_refusal is not None, *(build_refusal or ("", ""))),
         (
             weights_bytes > visible_bytes,
             f"torch.OutOfMemoryError: CUDA out of memory while loading the weights: {weights_bytes / GiB:.2f} GiB a "

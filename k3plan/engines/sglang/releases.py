@@ -138,6 +138,8 @@ BY_RELEASE_RULES: tuple[tuple[tuple[str, ...], str], ...] = (
     (
         ("deepseek-v4",),
         "DeepSeek-V4's sliding-window pool is refused below one request's floor from 0.5.20 (SWA_FLOOR_FROM); "
+        "its shared expert split over --tp-size into partial 128 x 128 fp8 blocks is refused in 0.5.12-0.5.22 "
+        "(engines/sglang/fp8_block.py CHECKED); "
         "DeepSeek-V4.1 is served from 0.5.21 (engines/sglang/serve.py V41_FROM), its vision tower built and counted "
         "whole, under --language-model-only too in 0.5.21 (V41_VISION_LM_ONLY_FROM), its pool paged from 0.5.21 "
         "with the ratio-2 pending-pair state, in the V4.1 layouts under 0.5.23's flashmla_mega "

@@ -203,7 +203,42 @@ def engram_host_env(r: Reading) -> None:
         r.engram = "host"
 
 
-KNOWN_ENV = frozenset({LONG_CONTEXT_ENV, SYMM_PREALLOC_ENV, ENGRAM_HOST_ENV, ENGRAM_LAYOUT_ENV})
+# DeepSeek-V4's routed-expert layout: SGLang reads SGLANG_DSV4_FP4_EXPERTS (an EnvBool, default True: the FP4 / MXFP4
+# experts the released checkpoints hold) for a DeepSeek-V4 config only, and otherwise detects the layout from the
+# checkpoint (sglang 0.5.12-0.5.23 wheels, srt/environ.py SGLANG_DSV4_FP4_EXPERTS = EnvBool(True); srt/configs/
+# model_config.py ModelConfig: is_fp4_experts = the variable where set, try_detect_fp4_experts where not). Set true it
+# is the bundled checkpoints' own layout, read; set false it reads the experts as FP8 (the re-packaged FP8-expert
+# checkpoints, sgl-project/DeepSeek-V4-*-FP8), which k3plan does not bundle: refused for a DeepSeek-V4 model
+FP4_EXPERTS_ENV = "SGLANG_DSV4_FP4_EXPERTS"
+FP4_EXPERTS_SOURCE = (
+    "sglang 0.5.12-0.5.23 wheels (PyPI), srt/environ.py SGLANG_DSV4_FP4_EXPERTS = EnvBool(True) (EnvBool.parse: true / "
+    "1 / yes / y, false / 0 / no / n, any case; else ValueError); srt/configs/model_config.py is_fp4_experts"
+)
+
+
+def dsv4_fp4_experts_env(r: Reading) -> None:
+    """``SGLANG_DSV4_FP4_EXPERTS`` read as SGLang parses it (FP4_EXPERTS_SOURCE): true is the bundled DeepSeek-V4
+    checkpoints' FP4-expert layout; false on a DeepSeek-V4 model is the FP8-expert layout, not priced; a value
+    EnvBool does not take is refused as SGLang refuses it."""
+    raw = r.env.get(FP4_EXPERTS_ENV)
+    if raw is None:
+        return
+    r.env_read.add(FP4_EXPERTS_ENV)
+    value = raw.lower()
+    if value not in ("true", "1", "yes", "y", "false", "0", "no", "n"):
+        raise K3PlanError(
+            f"--serve: {FP4_EXPERTS_ENV}={raw}: SGLang refuses it ('\"{value}\" is not a valid boolean value', "
+            f"{FP4_EXPERTS_SOURCE}); expected 1 or 0"
+        )
+    if value in ("false", "0", "no", "n") and _bundled(r).startswith("deepseek-v4"):
+        raise K3PlanError(
+            f"--serve: {FP4_EXPERTS_ENV}={raw} reads DeepSeek-V4's routed experts as FP8 ({FP4_EXPERTS_SOURCE}), the "
+            "layout of the re-packaged FP8-expert checkpoints, not the FP4 experts of the checkpoint k3plan bundles; "
+            "not priced"
+        )
+
+
+KNOWN_ENV = frozenset({LONG_CONTEXT_ENV, SYMM_PREALLOC_ENV, ENGRAM_HOST_ENV, ENGRAM_LAYOUT_ENV, FP4_EXPERTS_ENV})
 
 
 def tokens(model: str | None, rest: list[str], *, release: Release | None = None) -> tuple[str | None, list[str]]:
@@ -548,6 +583,7 @@ def read(r: Reading) -> None:
     r.engram = engram_config(raw_engram) if raw_engram is not None else None
     r.engram_flag = raw_engram is not None
     engram_host_env(r)
+    dsv4_fp4_experts_env(r)
     r.quantization()
     override = get("--num-gpu-blocks-override", None)
     if override is not None:
