@@ -856,6 +856,7 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         eplb_state=_eplb_state(served, setup, result, vendor=hw.vendor),
         moe_workspace=_moe_workspace(served, setup, result, vendor=hw.vendor, hardware=hw.name, kind=hw.kind),
         rocm_moe=_rocm_moe(served, setup, st.expert_pad, vendor=hw.vendor, hardware=hw.name),
+        rocm_fp8_pad=_rocm_fp8_pad(served, setup, vendor=hw.vendor),
         # the routed experts' checkpoint formats: the MoE method that raises a weights' OOM (engines/vllm/memory.py)
         expert_formats=_expert_formats(setup),
         # the model's MoE shape and the command's options, for a TPU engine's compiled-step temporaries
@@ -986,6 +987,22 @@ def _rocm_moe(
         top_k=spec.moe.top_k,
         hidden=spec.hidden_size,
         shard_intermediate=shard,
+    )
+
+
+def _rocm_fp8_pad(served, setup: Setup, *, vendor: str) -> tuple[int, str] | None:
+    """The 256 B a row vLLM's ROCm build adds to the block-fp8 linears a device holds (engines/vllm/rocm_fp8_pad.py),
+    at the command's release; None elsewhere (a question without --serve: the newest release, which does not pad)."""
+    from k3plan.engines.vllm.rocm_fp8_pad import rocm_fp8_padding
+
+    if served is None or vendor != "amd":
+        return None
+    return rocm_fp8_padding(
+        setup.model.inventory.text,
+        setup.plan.per_device_shape,
+        vendor=vendor,
+        release=served.release,
+        env=served.env,
     )
 
 

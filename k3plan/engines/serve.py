@@ -474,6 +474,7 @@ IGNORED_ENV = {
     "VLLM_ROCM_USE_AITER",  # vLLM on ROCm: AITER's kernels (the vLLM recipes' AMD hardware_overrides)
     "VLLM_ROCM_USE_SKINNY_GEMM",
     "VLLM_ROCM_USE_AITER_MOE",
+    "VLLM_ROCM_FP8_PADDING",  # read: ROCm's fp8 linear padding (engines/vllm/rocm_fp8_pad.py)
     "SAFETENSORS_FAST_GPU",  # loading straight to the GPU: host-side, the weights land the same
     # FlashInfer's MoE kernels for fp8 / fp4 weights (the vLLM recipes' hopper / blackwell overrides)
     "VLLM_USE_FLASHINFER_MOE_FP8",

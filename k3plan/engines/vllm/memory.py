@@ -649,6 +649,7 @@ def engine_sizing(
     eplb_state: tuple[int, str] | None = None,
     moe_workspace: tuple[int, str] | None = None,
     rocm_moe: tuple[int, str] | None = None,
+    rocm_fp8_pad: tuple[int, str] | None = None,
     all2all: tuple[int, str] | None = None,
     hybrid_kv_off: bool = False,
     step_model: tuple[str, int, int, int, int] | None = None,
@@ -677,6 +678,8 @@ def engine_sizing(
     its source (engines/vllm/moe_workspace.py profile_moe_workspace); None or 0: none priced.
     ``rocm_moe``: what DeepSeek-V4's MoE holds a token in vLLM's ROCm dummy forward beyond the layer's tensors and its
     source (engines/vllm/dsv4_workspace.py rocm_moe_rows); None: a model or GPU it does not serve.
+    ``rocm_fp8_pad``: the 256 B a row vLLM's ROCm build pads block-fp8 linear weights by after loading, in the load's
+    measurement and so in the weights, and its source (engines/vllm/rocm_fp8_pad.py); None: none.
     ``all2all``: the expert-parallel all2all backend's buffers a GPU, made at load outside torch's allocator, and their
     source (engines/vllm/all2all_buffers.py all2all_non_torch), added to the non-torch increase; None: none.
     ``step_model``: (architecture, MoE layers, top-k, the experts' width, attention-DP ranks) and ``step_options`` (the
@@ -714,6 +717,9 @@ def engine_sizing(
         extra = -(-draft.expert_bytes_per_device * (expert_pad[0] - expert_pad[1]) // expert_pad[1])
         weights_bytes += extra
         weights_src += f", + {extra:,} B: the drafter's experts, padded alike"
+    if rocm_fp8_pad is not None and kv_pool_method == "utilization_minus_profile":
+        weights_bytes += rocm_fp8_pad[0]
+        weights_src += f", + {rocm_fp8_pad[1]}"
     if dsv4 is not None and dsv4.csa2 is None and kv_pool_method == "utilization_minus_profile" and vendor == "amd":
         buffers, how = dsv4_rocm_model_buffers(
             dsv4,
