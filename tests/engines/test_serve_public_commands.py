@@ -55,7 +55,18 @@ def test_vllm_s_weight_offload_is_refused_with_what_it_does(extra, says):
 
 
 def test_sglang_0_4_s_flags_read_as_those_releases_did():
-    q = _h200(SG_R1 + " --enable-ep-moe --enable-flashinfer-mla --dist-timeout 3600 --disaggregation-ib-device mlx5_0")
+    """Read as 0.4.7, a release whose parser registers all four (engines/sglang/server_flags.py: --enable-flashinfer-mla
+    0.4.3-0.4.7, --dist-timeout from 0.4.3.post3, --disaggregation-ib-device from 0.4.5.post2, --enable-ep-moe
+    0.4.0.post1-0.5.4)."""
+    from k3plan.engines.release import parse_release
+
+    q = parse_serve(
+        SG_R1 + " --enable-ep-moe --enable-flashinfer-mla --dist-timeout 3600 --disaggregation-ib-device mlx5_0",
+        platform="gpu",
+        device_gib=139.8,
+        device_name="nvidia-h200",
+        release=parse_release("0.4.7"),
+    )
     assert q.ep == 8  # --enable-ep-moe: ep_size = tp_size (ServerArgs.__post_init__ in the 0.4.x wheels)
     assert {"--enable-flashinfer-mla", "--dist-timeout", "--disaggregation-ib-device"} <= set(q.ignored)
     e5m2, e4m3 = (_h200(f"{SG_R1} --kv-cache-dtype {dt}").kv_dtype for dt in ("fp8_e5m2", "fp8_e4m3"))

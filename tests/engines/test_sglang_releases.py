@@ -343,9 +343,18 @@ def test_a_gpu_command_that_names_no_release_is_read_as_the_newest_read_and_says
 
 
 def test_moe_a2a_backend_is_refused_where_sglang_s_parser_lacks_it(cli):
-    """--moe-a2a-backend: in the 0.5.0rc0 wheel's server_args.py, not in 0.4.10's (--enable-deepep-moe alone): a 0.4.x
-    command with it is refused in one line, as SGLang's argparse would refuse it."""
+    """--moe-a2a-backend: first registered in the 0.4.10.post2 wheel's server_args.py (choices ["deepep"] beside
+    --enable-deepep-moe), not in 0.4.10's or 0.4.10.post1's (engines/sglang/server_flags.py, read from the wheels): a
+    command of those with it is refused in one line naming the flag and the release, as SGLang's argparse stops at
+    it; 0.4.10.post2 takes it, and refuses a backend outside its choices ('invalid choice')."""
     cmd = "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp 8 --moe-a2a-backend deepep"
-    old = cli("fit", "-H", "nvidia-h200", "-t", "8", "--serve", cmd, "--engine-version", "0.4.10")
-    assert old.exit_code == 2 and "its parser has no such option (from 0.5.0" in old.output
-    assert cli("fit", "-H", "nvidia-h200", "-t", "8", "--serve", cmd, "--engine-version", "0.5.2").exit_code in (0, 1)
+    for release in ("0.4.10", "0.4.10.post1"):
+        old = cli("fit", "-H", "nvidia-h200", "-t", "8", "--serve", cmd, "--engine-version", release)
+        assert old.exit_code == 2 and len(old.output.strip().splitlines()) == 1, old.output
+        assert f"--moe-a2a-backend: sglang {release}'s parser has no such option" in old.output
+        assert "registered in sglang 0.4.10.post2-0.5.23" in old.output
+    for release in ("0.4.10.post2", "0.5.2"):
+        assert cli("fit", "-H", "nvidia-h200", "-t", "8", "--serve", cmd, "--engine-version", release).exit_code in (0, 1)
+    none = cli("fit", "-H", "nvidia-h200", "-t", "8", "--serve", cmd.replace("deepep", "none"), "--engine-version",
+               "0.4.10.post2")  # fmt: skip
+    assert none.exit_code == 2 and "invalid choice: 'none' (choose from deepep)" in none.output
