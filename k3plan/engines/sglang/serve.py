@@ -83,10 +83,13 @@ def default_chunk(device_gib: float) -> tuple[int, str]:
 def launch_flags(get, options: dict[str, str], ignored: list[str]) -> bool:
     """Issue 48: SGLang's flags k3plan's launch lines write that the reading does not take, read as ServerArgs
     defines them (python/sglang/srt/server_args.py); -> whether DP attention is on (--enable-dp-attention: the
-    dp-attention stack). --mamba-scheduler-strategy and --disable-radix-cache are the sglang stack's options of
-    those names; --nnodes / --node-rank / --dist-init-addr (which host runs which rank) are listed as ignored: they
+    dp-attention stack). --mamba-radix-cache-strategy (--mamba-scheduler-strategy before 0.5.20) and
+    --disable-radix-cache are the sglang stack's options of those names; --nnodes / --node-rank / --dist-init-addr (which host runs which rank) are listed as ignored: they
     change nothing k3plan prices (--max-mamba-cache-size, the state slots, is read before: ``read``)."""
-    strategy = get("--mamba-scheduler-strategy", None)
+    # 0.5.14's --mamba-radix-cache-strategy, and its old spelling (to 0.5.19): one option (the stack's
+    # mamba_scheduler_strategy, stack.yaml); each release's parser refuses the spelling it lacks (tokens)
+    new, old = get("--mamba-radix-cache-strategy", None), get("--mamba-scheduler-strategy", None)
+    strategy = new if new is not None else old
     if strategy is not None:
         options["mamba_scheduler_strategy"] = strategy
     if get("--disable-radix-cache", "false").lower() not in ("false", "0"):
