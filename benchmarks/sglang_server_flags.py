@@ -34,6 +34,7 @@ CHOICE_OPTIONS = (
     "--deepep-mode",
     "--speculative-algorithm",
     "--mamba-scheduler-strategy",
+    "--mamba-radix-cache-strategy",
 )
 _VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)(?:(rc)(\d+))?(?:\.post(\d+))?")
 

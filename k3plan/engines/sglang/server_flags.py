@@ -1452,4 +1452,5 @@ CHOICES: dict[str, tuple[tuple[str, str, tuple[str, ...]], ...]] = {
         ("0.5.7", "0.5.12.post1", ("auto", "no_buffer", "extra_buffer")),
         ("0.5.13", "0.5.13.post1", ("auto", "no_buffer", "extra_buffer", "extra_buffer_lazy")),
     ),
+    "--mamba-radix-cache-strategy": (("0.5.14", "0.5.23", ("auto", "no_buffer", "extra_buffer", "extra_buffer_lazy")),),
 }
