@@ -143,6 +143,9 @@ def dp_attention_tp(tp_size: int, dp: int) -> int:
 
 # SGLang's Engram placement flag (docs.sglang.io/docs/advanced_features/engram, as read for this engine's
 # Engram placement, engines/sglang/dsv4.py; commit not pinned): --engram-config '{"placement": "gpu" | "cpu", ...}'
+# No sglang wheel read (0.4.0-0.5.23, engines/sglang/server_flags.py) registers --engram-config: tokens refuses it
+# under each of them (their Engram placement is SGLANG_ENABLE_DSV41_ENGRAM_HOST_TABLE, engram_host_env below); the
+# reading stays for a release whose parser takes it
 ENGRAM_CONFIG_PLACEMENT = {"gpu": "hbm", "cpu": "host"}
 
 
