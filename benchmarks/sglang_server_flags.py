@@ -69,9 +69,78 @@ def _literal_type(ann: ast.AST) -> tuple[str, ...] | None:
     return None
 
 
-def field_options(cls: ast.ClassDef, names: dict[str, ast.AST]) -> dict[str, tuple[str, ...] | None]:
-    """The options ``add_cli_args_from_dataclass`` makes of one class's annotated fields -> their choices."""
-    flags: dict[str, tuple[str, ...] | None] = {}
+Option = tuple[str, "tuple[str, ...] | None"]  # (kind: "switch" | "list" | "value", choices)
+
+
+def _action_kind(action: ast.AST | None, nargs: ast.AST | None, actions: dict[str, ast.ClassDef]) -> str | None:
+    """The kind an ``action=`` (and ``nargs=``) gives an option: a switch takes no value (store_true / store_false /
+    store_const / count / help, BooleanOptionalAction, a custom Action whose __init__ defaults nargs to 0), a list
+    takes one or more (nargs "+" / "*" / a number above 1); None: a plain value (or not said)."""
+    if isinstance(nargs, ast.Constant):
+        if nargs.value in ("+", "*") or (isinstance(nargs.value, int) and nargs.value > 1):
+            return "list"
+        if nargs.value == 0:
+            return "switch"
+        return "value"
+    if action is None:
+        return None
+    text = ast.unparse(action)
+    if isinstance(action, ast.Constant):
+        return "switch" if action.value in ("store_true", "store_false", "store_const", "count", "help") else "value"
+    if "BooleanOptional" in text:
+        return "switch"
+    cls = actions.get(text.rsplit(".", 1)[-1])
+    init = next((n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None) if cls else None
+    if init is not None:
+        args = init.args.args + init.args.kwonlyargs
+        defaults = [None] * (len(init.args.args) - len(init.args.defaults)) + list(init.args.defaults)
+        defaults += list(init.args.kw_defaults)
+        for a, d in zip(args, defaults):
+            if a.arg == "nargs" and isinstance(d, ast.Constant) and d.value == 0:
+                return "switch"
+    return "value"
+
+
+def _field_kind(ann: ast.AST, kw: dict[str | None, ast.AST], actions: dict[str, ast.ClassDef]) -> str:
+    """The kind ``add_cli_args_from_dataclass`` gives a field (arg_groups/arg_utils.py): its action's; a Literal a
+    value; a list (without type_parser) nargs "+" or Arg.nargs; a bool store_true; else a value (Arg.nargs)."""
+    if "action" in kw:  # Arg.action_kwargs (nargs among them) go to add_argument beside it
+        extra = kw.get("action_kwargs")
+        nargs = kw.get("nargs")
+        if isinstance(extra, ast.Dict):
+            nargs = next((v for k, v in zip(extra.keys, extra.values) if getattr(k, "value", None) == "nargs"), nargs)
+        return _action_kind(kw["action"], nargs, actions) or "value"
+    inner = ann
+    while True:  # Optional[X], Union[X, None], X | None
+        if isinstance(inner, ast.Subscript) and getattr(inner.value, "id", None) in ("Optional",):
+            inner = inner.slice
+        elif isinstance(inner, ast.Subscript) and getattr(inner.value, "id", None) == "Union":
+            elts = [e for e in inner.slice.elts if not (isinstance(e, ast.Constant) and e.value is None)]
+            inner = elts[0] if len(elts) == 1 else inner
+            if len(elts) != 1:
+                break
+        elif isinstance(inner, ast.BinOp) and isinstance(inner.op, ast.BitOr):
+            sides = [x for x in (inner.left, inner.right) if not (isinstance(x, ast.Constant) and x.value is None)]
+            if len(sides) != 1:
+                break
+            inner = sides[0]
+        else:
+            break
+    if isinstance(inner, ast.Subscript) and getattr(inner.value, "id", None) == "Literal":
+        return "value"
+    if isinstance(inner, ast.Subscript) and getattr(inner.value, "id", None) in ("List", "list"):
+        if "type_parser" not in kw:
+            return _action_kind(None, kw.get("nargs"), actions) or "list"
+    if isinstance(inner, ast.Name) and inner.id == "bool":
+        return "switch"
+    return _action_kind(None, kw.get("nargs"), actions) or "value"
+
+
+def field_options(
+    cls: ast.ClassDef, names: dict[str, ast.AST], actions: dict[str, ast.ClassDef]
+) -> dict[str, Option]:
+    """The options ``add_cli_args_from_dataclass`` makes of one class's annotated fields -> (kind, choices)."""
+    flags: dict[str, Option] = {}
     for node in cls.body:
         if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
             continue
@@ -81,7 +150,7 @@ def field_options(cls: ast.ClassDef, names: dict[str, ast.AST]) -> dict[str, tup
         elts = ann.slice.elts if isinstance(ann.slice, ast.Tuple) else [ann.slice]
         meta = elts[1] if len(elts) > 1 else None
         if isinstance(meta, ast.Constant) and isinstance(meta.value, str):
-            flags[_cli(node.target.id)] = _literal_type(elts[0])
+            flags[_cli(node.target.id)] = (_field_kind(elts[0], {}, actions), _literal_type(elts[0]))
         elif isinstance(meta, ast.Call) and getattr(meta.func, "id", None) == "Arg":
             kw = {k.arg: k.value for k in meta.keywords}
             no_cli = kw.get("no_cli")
@@ -96,11 +165,12 @@ def field_options(cls: ast.ClassDef, names: dict[str, ast.AST]) -> dict[str, tup
                 if isinstance(aliases, (ast.List, ast.Tuple))
                 else []
             )
+            kind = _field_kind(elts[0], kw, actions)
             for n in [name, *alias_names]:
-                flags[n] = choices
+                flags[n] = (kind, choices)
             action = kw.get("action")
             if action is not None and "BooleanOptional" in ast.unparse(action):
-                flags["--no-" + name[2:]] = None
+                flags["--no-" + name[2:]] = ("switch", None)
     return flags
 
 
@@ -114,13 +184,18 @@ def _module_names(tree: ast.Module) -> dict[str, ast.AST]:
     }
 
 
-def option_strings(source: str, namespaces: list[str] = ()) -> dict[str, tuple[str, ...] | None]:
-    """``source``: server_args.py; ``namespaces``: the sources of arg_groups/fields/*.py (0.5.20 on) -> every option
-    string the parser registers and its choices (None: no choices read)."""
+def option_strings(source: str, namespaces: list[str] = (), helpers: list[str] = ()) -> dict[str, Option]:
+    """``source``: server_args.py; ``namespaces``: the sources of arg_groups/fields/*.py (0.5.20 on); ``helpers``:
+    the other arg_groups/*.py (their Action classes, their module-level choice lists) -> every option string the
+    parser registers, its kind and its choices (None: no choices read)."""
     tree = ast.parse(source)
     names = _module_names(tree)
+    helper_trees = [ast.parse(t) for t in helpers]
+    for h in helper_trees:
+        names = {**_module_names(h), **names}
+    actions = {c.name: c for t in [tree, *helper_trees] for c in t.body if isinstance(c, ast.ClassDef)}
     server_args = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "ServerArgs")
-    flags = field_options(server_args, names)
+    flags = field_options(server_args, names, actions)
     for text in namespaces:
         ns_tree = ast.parse(text)
         ns_names = {**names, **_module_names(ns_tree)}
@@ -129,20 +204,21 @@ def option_strings(source: str, namespaces: list[str] = ()) -> dict[str, tuple[s
                 isinstance(n, ast.Assign) and any(getattr(t, "id", None) == "_NS_PATH" for t in n.targets)
                 for n in cls.body
             ):
-                flags.update(field_options(cls, ns_names))
+                flags.update(field_options(cls, ns_names, actions))
     for n in ast.walk(tree):
         if isinstance(n, ast.Call) and getattr(n.func, "attr", None) == "add_argument":
             opts = [a.value for a in n.args if isinstance(a, ast.Constant) and str(a.value).startswith("--")]
             kw = {k.arg: k.value for k in n.keywords}
             choices = _literal_list(kw.get("choices"), names) if "choices" in kw else None
+            kind = _action_kind(kw.get("action"), kw.get("nargs"), actions) or "value"
             for o in opts:
-                flags[o] = choices
+                flags[o] = (kind, choices)
             if "BooleanOptional" in ast.unparse(kw.get("action", ast.Constant(None))):
-                flags.update({"--no-" + x[2:]: None for x in opts})
+                flags.update({"--no-" + x[2:]: ("switch", None) for x in opts})
     return flags
 
 
-def release_options(path: str) -> tuple[str, dict[str, tuple[str, ...] | None]]:
+def release_options(path: str) -> tuple[str, dict[str, Option]]:
     """A release's version and options from its wheel or its unzipped folder at ``path``."""
     p = Path(path)
     if p.suffix == ".whl":
@@ -151,15 +227,20 @@ def release_options(path: str) -> tuple[str, dict[str, tuple[str, ...] | None]]:
             wanted = [
                 n
                 for n in z.namelist()
-                if n == "sglang/srt/server_args.py" or re.fullmatch(r"sglang/srt/arg_groups/fields/[^/]+\.py", n)
+                if n == "sglang/srt/server_args.py" or re.fullmatch(r"sglang/srt/arg_groups/(fields/)?[^/]+\.py", n)
             ]
             text = {n: z.read(n).decode("utf-8") for n in wanted}
-        fields = sorted(n for n in text if n != "sglang/srt/server_args.py")
-        return version, option_strings(text["sglang/srt/server_args.py"], [text[f] for f in fields])
-    srt = p / "sglang" / "srt"
-    fields_dir = sorted((srt / "arg_groups" / "fields").glob("*.py"))
-    return p.name, option_strings(
-        (srt / "server_args.py").read_text(encoding="utf-8"), [f.read_text(encoding="utf-8") for f in fields_dir]
+    else:
+        srt = p / "sglang" / "srt"
+        version = p.name
+        text = {
+            str(f.relative_to(p)): f.read_text(encoding="utf-8")
+            for f in [srt / "server_args.py", *sorted((srt / "arg_groups").glob("**/*.py"))]
+        }
+    fields = sorted(n for n in text if n.startswith("sglang/srt/arg_groups/fields/"))
+    helpers = sorted(n for n in text if n.startswith("sglang/srt/arg_groups/") and n not in fields)
+    return version, option_strings(
+        text["sglang/srt/server_args.py"], [text[f] for f in fields], [text[h] for h in helpers]
     )
 
 
@@ -215,7 +296,7 @@ def main() -> None:
         rows: list[tuple[str, str, tuple[str, ...]]] = []
         prev: tuple[str, ...] | None = None
         for r in releases:
-            got = by_release[r].get(f)
+            got = by_release[r].get(f, ("value", None))[1]
             if got is not None and rows and got == prev and rows[-1][1] == releases[releases.index(r) - 1]:
                 rows[-1] = (rows[-1][0], r, got)
             elif got is not None:
@@ -226,6 +307,25 @@ def main() -> None:
             for a, b, c in rows:
                 print(f'        ("{a}", "{b}", {c!r}),')
             print("    ),")
+    print("}")
+    print("# how an option takes its value where it is not one value (argparse's default): 'switch', none (store_true,")
+    print("# BooleanOptionalAction, an Action of nargs 0), 'list', one or more (nargs '+' / '*'); an option whose kind")
+    print("# differs between the releases read that register it: the runs of releases with one kind, (first, last, kind)")
+    print("KINDS: dict[str, str | tuple[tuple[str, str, str], ...]] = {")
+    for f in union:
+        rows2: list[tuple[str, str, str]] = []
+        for r in releases:
+            if f not in by_release[r]:
+                continue
+            kind = by_release[r][f][0]
+            if rows2 and rows2[-1][2] == kind and rows2[-1][1] == releases[releases.index(r) - 1]:
+                rows2[-1] = (rows2[-1][0], r, kind)
+            else:
+                rows2.append((r, r, kind))
+        if len({k for _, _, k in rows2}) == 1 and rows2[0][2] != "value":
+            print(f'    "{f}": "{rows2[0][2]}",')
+        elif len({k for _, _, k in rows2}) > 1:
+            print(f'    "{f}": (' + ", ".join(f'("{a}", "{b}", "{k}")' for a, b, k in rows2) + ",),")
     print("}")
 
 

@@ -433,3 +433,19 @@ def test_every_logged_sglang_case_s_release_has_its_own_parser_read():
     }
     assert {"0.4.2", "0.4.6.post2", "0.4.8.post1", "0.5.8", "0.5.12"} <= named
     assert named <= set(RELEASES), sorted(named - set(RELEASES))
+
+
+def test_a_switch_takes_no_value_and_a_list_takes_several_as_the_release_s_parser_does():
+    """engines/sglang/server_flags.py KINDS, read from the wheels: --enable-dp-attention is a store_true switch in
+    every release that registers it (argparse stops at a value given to it: 'ignored explicit argument' for
+    --flag=value, the value left over as 'unrecognized arguments' otherwise); --cuda-graph-bs takes nargs "+" (its
+    values up to the next flag)."""
+    from k3plan.errors import K3PlanError
+
+    cmd = "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp 8 --dp 8 "
+    for given, said in (("--enable-dp-attention=true", "ignored explicit argument 'true'"),
+                        ("--enable-dp-attention true", "unrecognized arguments: true")):  # fmt: skip
+        with pytest.raises(K3PlanError, match=f"--enable-dp-attention is a switch in sglang 0.5.12's parser.*{said}"):
+            _read(cmd + given, "0.5.12")
+    q = _read(cmd + "--enable-dp-attention --cuda-graph-bs 8 16 32 --mem-fraction-static 0.8", "0.5.12")
+    assert (q.tp, q.dp, q.stack) == (1, 8, "dp-attention")

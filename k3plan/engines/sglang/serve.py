@@ -41,6 +41,7 @@ from k3plan.engines.sglang.releases import (
 )
 from k3plan.engines.sglang.server_flags import CHOICES as SERVER_FLAG_CHOICES
 from k3plan.engines.sglang.server_flags import FLAGS as SERVER_FLAGS
+from k3plan.engines.sglang.server_flags import KINDS as SERVER_FLAG_KINDS
 from k3plan.engines.sglang.server_flags import RANGES as SERVER_FLAG_RANGES
 from k3plan.engines.sglang.server_flags import RELEASES as SERVER_FLAG_RELEASES
 from k3plan.engines.sglang.spec import read_speculative
@@ -62,8 +63,9 @@ COMMANDS = (
     ServeCommand(("sglang", "serve"), positional_model=True, usage="'sglang serve MODEL ...'"),
 )
 SWITCHES: frozenset[str] = frozenset()  # the switches k3plan reads are vLLM's (read as switches here too)
-# ServerArgs' list flags (nargs="+"): the CUDA-graph batch sizes (python/sglang/srt/server_args.py)
-NARGS = frozenset({"--cuda-graph-bs", "--cuda-graph-bs-decode", "--cuda-graph-bs-prefill"})
+# ServerArgs' list flags (nargs "+" / "*": the CUDA-graph batch sizes among them) are joined by ``tokens`` as the
+# release's parser takes them (by_kind over engines/sglang/server_flags.py KINDS), none left to the shared reader
+NARGS: frozenset[str] = frozenset()
 
 
 def default_chunk(device_gib: float) -> tuple[int, str]:
@@ -219,6 +221,7 @@ def tokens(
     rest = [unabbreviated(tok, options, said) for tok in config_file_args(rest, engine=ENGINE)]
     for tok in rest:
         refuse_unregistered(tok, options, said)
+    rest = by_kind(rest, _read_release(release, release_post) if release is not None else None, said)
     return None, (rest if model is None else ["--model-path", model, *rest])
 
 
@@ -372,6 +375,46 @@ def refuse_unregistered(token: str, options: frozenset[str], said: str) -> None:
         f"engines/sglang/server_flags.py, read from the wheels){hint}; remove it or name the release it runs with "
         "--engine-version"
     )
+
+
+def option_kind(flag: str, read: str | None) -> str:
+    """How ``flag`` takes its value in the release read ``read`` (engines/sglang/server_flags.py KINDS): "switch",
+    "list" or "value"; None (no release): its kind where every release read agrees, else "value"."""
+    kind = SERVER_FLAG_KINDS.get(flag, "value")
+    if isinstance(kind, str):
+        return kind
+    if read is None:
+        return "value"
+    return next((k for a, b, k in kind if _order(a) <= _order(read) <= _order(b)), "value")
+
+
+def by_kind(rest: list[str], read: str | None, said: str) -> list[str]:
+    """The flags as the release's argparse takes their values (``option_kind``): a list option's values up to the next
+    flag joined into one (--cuda-graph-bs 1 2 4: '1 2 4'); a switch given a value refused, as argparse stops at it
+    ('ignored explicit argument', or the value left over: 'unrecognized arguments')."""
+    out: list[str] = []
+    i = 0
+    while i < len(rest):
+        tok = rest[i]
+        name, eq, _ = tok.partition("=")
+        kind = option_kind(name, read) if name.startswith("--") else "value"
+        after = i + 1
+        while after < len(rest) and not rest[after].startswith("-"):
+            after += 1
+        if kind == "switch" and (eq or after > i + 1):
+            value = tok.partition("=")[2] if eq else rest[i + 1]
+            what = f"ignored explicit argument {value!r}" if eq else f"unrecognized arguments: {value}"
+            raise K3PlanError(
+                f"--serve: {name} {value}: {name} is a switch in {said}'s parser (it takes no value: engines/sglang/"
+                f"server_flags.py KINDS), and argparse stops at '{what}'; write {name} alone"
+            )
+        if kind == "list" and not eq and after > i + 1:
+            out.append(f"{name}={' '.join(rest[i + 1 : after])}")
+            i = after
+            continue
+        out.append(tok)
+        i += 1
+    return out
 
 
 # another engine's values a SGLang flag is sometimes given
