@@ -3,10 +3,11 @@ GPU memory, DP attention's split of --tp-size, and the launch-line flags k3plan 
 
 from __future__ import annotations
 
+import re
 from typing import Callable
 
 from k3plan.engines.dp_attention import ENGINE as DP_ATTENTION
-from k3plan.engines.release import Release, parse_release, release_text
+from k3plan.engines.release import Release, release_text
 from k3plan.engines.serve_values import (
     Reading,
     ServeCommand,
@@ -38,7 +39,9 @@ from k3plan.engines.sglang.releases import (
     SYMM_PREALLOC_SOURCE,
     follows,
 )
+from k3plan.engines.sglang.server_flags import CHOICES as SERVER_FLAG_CHOICES
 from k3plan.engines.sglang.server_flags import FLAGS as SERVER_FLAGS
+from k3plan.engines.sglang.server_flags import KINDS as SERVER_FLAG_KINDS
 from k3plan.engines.sglang.server_flags import RANGES as SERVER_FLAG_RANGES
 from k3plan.engines.sglang.server_flags import RELEASES as SERVER_FLAG_RELEASES
 from k3plan.engines.sglang.spec import read_speculative
@@ -60,8 +63,9 @@ COMMANDS = (
     ServeCommand(("sglang", "serve"), positional_model=True, usage="'sglang serve MODEL ...'"),
 )
 SWITCHES: frozenset[str] = frozenset()  # the switches k3plan reads are vLLM's (read as switches here too)
-# ServerArgs' list flags (nargs="+"): the CUDA-graph batch sizes (python/sglang/srt/server_args.py)
-NARGS = frozenset({"--cuda-graph-bs", "--cuda-graph-bs-decode", "--cuda-graph-bs-prefill"})
+# ServerArgs' list flags (nargs "+" / "*": the CUDA-graph batch sizes among them) are joined by ``tokens`` as the
+# release's parser takes them (by_kind over engines/sglang/server_flags.py KINDS), none left to the shared reader
+NARGS: frozenset[str] = frozenset()
 
 
 def default_chunk(device_gib: float) -> tuple[int, str]:
@@ -81,10 +85,13 @@ def default_chunk(device_gib: float) -> tuple[int, str]:
 def launch_flags(get, options: dict[str, str], ignored: list[str]) -> bool:
     """Issue 48: SGLang's flags k3plan's launch lines write that the reading does not take, read as ServerArgs
     defines them (python/sglang/srt/server_args.py); -> whether DP attention is on (--enable-dp-attention: the
-    dp-attention stack). --mamba-scheduler-strategy and --disable-radix-cache are the sglang stack's options of
-    those names; --nnodes / --node-rank / --dist-init-addr (which host runs which rank) are listed as ignored: they
+    dp-attention stack). --mamba-radix-cache-strategy (--mamba-scheduler-strategy before 0.5.20) and
+    --disable-radix-cache are the sglang stack's options of those names; --nnodes / --node-rank / --dist-init-addr (which host runs which rank) are listed as ignored: they
     change nothing k3plan prices (--max-mamba-cache-size, the state slots, is read before: ``read``)."""
-    strategy = get("--mamba-scheduler-strategy", None)
+    # 0.5.14's --mamba-radix-cache-strategy, and its old spelling (to 0.5.19): one option (the stack's
+    # mamba_scheduler_strategy, stack.yaml); each release's parser refuses the spelling it lacks (tokens)
+    new, old = get("--mamba-radix-cache-strategy", None), get("--mamba-scheduler-strategy", None)
+    strategy = new if new is not None else old
     if strategy is not None:
         options["mamba_scheduler_strategy"] = strategy
     if get("--disable-radix-cache", "false").lower() not in ("false", "0"):
@@ -100,12 +107,6 @@ def launch_flags(get, options: dict[str, str], ignored: list[str]) -> bool:
 # = dp_size, dp_size = 1; --dp-size then counts replicas of the server; sglang 0.5.22 and 0.5.23 wheels,
 # arg_groups/fields/parallel.py ParallelConfig.attn_dp_size)
 ATTN_DP_FLAGS = ("--attn-dp-size", "--attention-data-parallel-size")
-# --moe-a2a-backend: in the 0.5.0rc0 wheel's server_args.py (choices ["deepep"], --enable-deepep-moe kept as
-# "(Deprecated)"), not in 0.4.10's (--enable-deepep-moe alone)
-A2A_FLAG_FROM: Release = (0, 5, 0)
-A2A_FLAG_SOURCE = (
-    "sglang 0.5.0rc0 and 0.5.2 wheels (PyPI), sglang/srt/server_args.py ServerArgs.add_cli_args; not in 0.4.10"
-)
 
 
 def attn_dp_size(r: Reading) -> bool:
@@ -115,8 +116,8 @@ def attn_dp_size(r: Reading) -> bool:
     if not given:
         return False
     flag, raw = given[0]
-    options, said = release_options(r.release)
-    if flag not in options:  # a release before 0.5.22: its argparse has no such option
+    options, said = release_options(r.release, r.release_post)
+    if flag not in options:  # a release before 0.5.22 (refused before: tokens)
         raise K3PlanError(
             f"--serve: {flag}: {said}'s parser has no such option (from 0.5.22); write --dp-size N --enable-dp-attention"
         )
@@ -144,6 +145,9 @@ def dp_attention_tp(tp_size: int, dp: int) -> int:
 
 # SGLang's Engram placement flag (docs.sglang.io/docs/advanced_features/engram, as read for this engine's
 # Engram placement, engines/sglang/dsv4.py; commit not pinned): --engram-config '{"placement": "gpu" | "cpu", ...}'
+# No sglang wheel read (0.4.0-0.5.23, engines/sglang/server_flags.py) registers --engram-config: tokens refuses it
+# under each of them (their Engram placement is SGLANG_ENABLE_DSV41_ENGRAM_HOST_TABLE, engram_host_env below); the
+# reading stays for a release whose parser takes it
 ENGRAM_CONFIG_PLACEMENT = {"gpu": "hbm", "cpu": "host"}
 
 
@@ -241,12 +245,18 @@ def dsv4_fp4_experts_env(r: Reading) -> None:
 KNOWN_ENV = frozenset({LONG_CONTEXT_ENV, SYMM_PREALLOC_ENV, ENGRAM_HOST_ENV, ENGRAM_LAYOUT_ENV, FP4_EXPERTS_ENV})
 
 
-def tokens(model: str | None, rest: list[str], *, release: Release | None = None) -> tuple[str | None, list[str]]:
+def tokens(
+    model: str | None, rest: list[str], *, release: Release | None = None, release_post: int = 0
+) -> tuple[str | None, list[str]]:
     """`sglang serve MODEL ...`: the positional MODEL read as --model-path MODEL; a --config file's flags first
     (serve_values.config_file_args); an abbreviated flag as the one it stands for in ``release``'s parser
-    (``unabbreviated`` over ``release_options``)."""
-    options, said = release_options(release)
+    (``unabbreviated`` over ``release_options``); a flag that parser does not register refused
+    (``refuse_unregistered``)."""
+    options, said = release_options(release, release_post)
     rest = [unabbreviated(tok, options, said) for tok in config_file_args(rest, engine=ENGINE)]
+    for tok in rest:
+        refuse_unregistered(tok, options, said)
+    rest = by_kind(rest, _read_release(release, release_post) if release is not None else None, said)
     return None, (rest if model is None else ["--model-path", model, *rest])
 
 
@@ -322,16 +332,29 @@ def refuse_v41_before(r: Reading) -> None:
         )
 
 
-def _read_release(release: Release) -> str:
-    """The release read (engines/sglang/server_flags.py RELEASES) whose parser ``release`` has: the newest read at or
-    before it, the oldest read for one before them all."""
-    read = [r for r in SERVER_FLAG_RELEASES if parse_release(r) <= release]
+def _order(version: str) -> tuple[int, int, int, int, int]:
+    """A release read's place (engines/sglang/server_flags.py RELEASES): 0.5.0rc2 before 0.5.0, 0.4.8 before
+    0.4.8.post1 (benchmarks/sglang_server_flags.py order)."""
+    m = _READ_VERSION.fullmatch(version)
+    assert m is not None, version
+    return int(m[1]), int(m[2]), int(m[3]), int(m[5]) - 100 if m[4] else 0, int(m[6] or 0)
+
+
+_READ_VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)(?:(rc)(\d+))?(?:\.post(\d+))?")
+
+
+def _read_release(release: Release, post: int = 0) -> str:
+    """The release read (engines/sglang/server_flags.py RELEASES) whose parser ``release`` (``post``: its
+    post-release number) has: itself where read, else the newest read before it (0.5.0, never published: its last
+    release candidate, 0.5.0rc2), the oldest read for one before them all."""
+    at = (*release, 0, post)
+    read = [r for r in SERVER_FLAG_RELEASES if _order(r) <= at]
     return read[-1] if read else SERVER_FLAG_RELEASES[0]
 
 
 def _in_range(flag: str, release: str) -> bool:
-    first, last = SERVER_FLAG_RANGES.get(flag, (SERVER_FLAG_RELEASES[0], SERVER_FLAG_RELEASES[-1]))
-    return parse_release(first) <= parse_release(release) <= parse_release(last)
+    runs = SERVER_FLAG_RANGES.get(flag, ((SERVER_FLAG_RELEASES[0], SERVER_FLAG_RELEASES[-1]),))
+    return any(_order(first) <= _order(release) <= _order(last) for first, last in runs)
 
 
 # the options each release read registers, and what argparse also matches a prefix against: the parser's own --help
@@ -339,13 +362,119 @@ _BY_RELEASE = {r: frozenset({f for f in SERVER_FLAGS if _in_range(f, r)} | {"--h
 _UNION = SERVER_FLAGS | {"--help"}
 
 
-def release_options(release: Release | None) -> tuple[frozenset[str], str]:
-    """The options SGLang's parser of ``release`` registers (with --help) and what they are, for the prefix matching;
-    None (no release named): the union of the releases read, an option any of them takes."""
+def release_options(release: Release | None, post: int = 0) -> tuple[frozenset[str], str]:
+    """The options SGLang's parser of ``release`` (``post``: its post-release number) registers (with --help) and
+    what they are, for the prefix matching and the refusal of an option it lacks; None (no release named): the union
+    of the releases read, an option any of them takes."""
     if release is None:
         return _UNION, f"sglang {SERVER_FLAG_RELEASES[0]}-{SERVER_FLAG_RELEASES[-1]} (any of them)"
-    read = _read_release(release)
-    return _BY_RELEASE[read], f"sglang {read}"
+    read = _read_release(release, post)
+    asked = release_text(release) + (f".post{post}" if post else "")
+    if read == asked:
+        return _BY_RELEASE[read], f"sglang {read}"
+    how = "the oldest read" if _order(read) > (*release, 0, post) else "the newest read before it"
+    return _BY_RELEASE[read], f"sglang {asked} (read as {read}, {how})"
+
+
+def _registered_in(flag: str) -> str:
+    """The releases read that register ``flag``, in words."""
+    runs = SERVER_FLAG_RANGES.get(flag, ((SERVER_FLAG_RELEASES[0], SERVER_FLAG_RELEASES[-1]),))
+    return ", ".join(a if a == b else f"{a}-{b}" for a, b in runs)
+
+
+# another engine's spellings a SGLang command is sometimes given, with SGLang's own (vLLM's engine arguments)
+OTHER_SPELLINGS = {
+    "--max-num-seqs": "vLLM's flag; SGLang's is --max-running-requests",
+    "--max-num-batched-tokens": "vLLM's flag; SGLang's is --chunked-prefill-size",
+    "--max-model-len": "vLLM's flag; SGLang's is --context-length",
+    "--num-gpu-blocks-override": "vLLM's flag",
+    "--speculative-config": "vLLM's speculative-decoding flag; SGLang's is --speculative-algorithm with its companions",
+    "--num-speculative-tokens": "vLLM's speculative-decoding flag; SGLang's is --speculative-num-draft-tokens",
+}
+
+
+def refuse_unregistered(token: str, options: frozenset[str], said: str) -> None:
+    """A flag the release's parser does not register: refused in one line naming the flag and the release, as
+    SGLang's argparse stops at it ('unrecognized arguments'), with the releases read that do register it."""
+    name = token.partition("=")[0]
+    if not name.startswith("--") or name == "--" or name in options:
+        return
+    where = (
+        f"registered in sglang {_registered_in(name)}"
+        if name in SERVER_FLAGS
+        else f"no sglang release read, {SERVER_FLAG_RELEASES[0]}-{SERVER_FLAG_RELEASES[-1]}, registers it"
+    )
+    hint = f"; {OTHER_SPELLINGS[name]}" if name in OTHER_SPELLINGS else ""
+    raise K3PlanError(
+        f"--serve: {name}: {said}'s parser has no such option (argparse stops at 'unrecognized arguments'; {where}: "
+        f"engines/sglang/server_flags.py, read from the wheels){hint}; remove it or name the release it runs with "
+        "--engine-version"
+    )
+
+
+def option_kind(flag: str, read: str | None) -> str:
+    """How ``flag`` takes its value in the release read ``read`` (engines/sglang/server_flags.py KINDS): "switch",
+    "list" or "value"; None (no release): its kind where every release read agrees, else "value"."""
+    kind = SERVER_FLAG_KINDS.get(flag, "value")
+    if isinstance(kind, str):
+        return kind
+    if read is None:
+        return "value"
+    return next((k for a, b, k in kind if _order(a) <= _order(read) <= _order(b)), "value")
+
+
+def by_kind(rest: list[str], read: str | None, said: str) -> list[str]:
+    """The flags as the release's argparse takes their values (``option_kind``): a list option's values up to the next
+    flag joined into one (--cuda-graph-bs 1 2 4: '1 2 4'); a switch given a value refused, as argparse stops at it
+    ('ignored explicit argument', or the value left over: 'unrecognized arguments')."""
+    out: list[str] = []
+    i = 0
+    while i < len(rest):
+        tok = rest[i]
+        name, eq, _ = tok.partition("=")
+        kind = option_kind(name, read) if name.startswith("--") else "value"
+        after = i + 1
+        while after < len(rest) and not rest[after].startswith("-"):
+            after += 1
+        if kind == "switch" and (eq or after > i + 1):
+            value = tok.partition("=")[2] if eq else rest[i + 1]
+            what = f"ignored explicit argument {value!r}" if eq else f"unrecognized arguments: {value}"
+            raise K3PlanError(
+                f"--serve: {name} {value}: {name} is a switch in {said}'s parser (it takes no value: engines/sglang/"
+                f"server_flags.py KINDS), and argparse stops at '{what}'; write {name} alone"
+            )
+        if kind == "list" and not eq and after > i + 1:
+            out.append(f"{name}={' '.join(rest[i + 1 : after])}")
+            i = after
+            continue
+        out.append(tok)
+        i += 1
+    return out
+
+
+# another engine's values a SGLang flag is sometimes given
+OTHER_VALUES = {("--kv-cache-dtype", "nvfp4_ds_mla"): "nvfp4_ds_mla is vLLM's DeepSeek-V4.1 record, not SGLang's"}
+
+
+def check_choices(r: Reading) -> None:
+    """A value k3plan reads outside the choices the release's parser gives the option (engines/sglang/server_flags.py
+    CHOICES): refused as SGLang's argparse refuses it ('invalid choice'). A release whose choices were not read
+    (a module constant of another file) is not checked."""
+    if r.release is None:
+        return
+    read = _read_release(r.release, r.release_post)
+    for flag, rows in SERVER_FLAG_CHOICES.items():
+        value = r.flags.get(flag)
+        if value is None:
+            continue
+        choices = next((c for a, b, c in rows if _order(a) <= _order(read) <= _order(b)), None)
+        if choices is not None and value not in choices:
+            _, said = release_options(r.release, r.release_post)
+            raise K3PlanError(
+                f"--serve: {flag} {value}: {said}'s parser refuses it, 'argument {flag}: invalid choice: {value!r} "
+                f"(choose from {', '.join(choices)})' (engines/sglang/server_flags.py CHOICES, read from the wheel)"
+                + (f"; {OTHER_VALUES[flag, value]}" if (flag, value) in OTHER_VALUES else "")
+            )
 
 
 def unabbreviated(token: str, options: frozenset[str] = _UNION, said: str = "") -> str:
@@ -509,6 +638,7 @@ def read(r: Reading) -> None:
     batch, the memory options, --moe-a2a-backend (SGLang's default none), the launch-line flags (DP attention),
     the dtypes, --engram-config, the quantization; refusing vLLM's spellings by name."""
     get = r.get
+    check_choices(r)  # the values the release's parser refuses
     r.model = get("--model-path", "") or get("--model", "")
     if not r.model:
         raise K3PlanError("--serve: sglang.launch_server needs --model-path MODEL")
@@ -561,13 +691,9 @@ def read(r: Reading) -> None:
         "DSV4_RUNNING); the engine line says which"
     )
     r.memory_options()
+    # --moe-a2a-backend: first registered in 0.4.10.post2 (choices ["deepep"] beside --enable-deepep-moe), a command
+    # of an earlier release refused with it (tokens: engines/sglang/server_flags.py)
     a2a = get("--moe-a2a-backend", None)
-    if a2a is not None and r.release is not None and r.release < A2A_FLAG_FROM:
-        raise K3PlanError(
-            f"--serve: --moe-a2a-backend under sglang {release_text(r.release)}: its parser has no such option (from "
-            f"{release_text(A2A_FLAG_FROM)}: {A2A_FLAG_SOURCE}); that release's DeepEP switch, --enable-deepep-moe, is "
-            "not priced"
-        )
     # SGLang's own default is none (server_args.py ServerArgs.moe_a2a_backend, engines/flags.py SGLANG_A2A), not
     # the DeepEP deployment the sglang stack prices by default: a command without the flag runs none
     r.options["moe_a2a_backend"] = a2a if a2a is not None else SGLANG_A2A_DEFAULT

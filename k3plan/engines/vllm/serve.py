@@ -477,10 +477,12 @@ INVERSE_SWITCHES = {
 }
 
 
-def tokens(model: str | None, rest: list[str], *, release: Release | None = None) -> tuple[str | None, list[str]]:
+def tokens(
+    model: str | None, rest: list[str], *, release: Release | None = None, release_post: int = 0
+) -> tuple[str | None, list[str]]:
     """The flags as vLLM's parser reads them: a --config file's flags first, dashes, the inverse spelling of a switch
     as its --no- form (``INVERSE_SWITCHES``), and its dotted config flags folded into their JSON flag
-    (serve_values.config_file_args, fold_dotted below); the same in every release read."""
+    (serve_values.config_file_args, fold_dotted below); the same in every release read (and post-release)."""
     flags = [dashes(tok) for tok in config_file_args(rest, engine=ENGINE)]
     return model, fold_dotted([INVERSE_SWITCHES.get(tok, tok) for tok in flags])
 
