@@ -783,11 +783,19 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
             symm_mem_bytes=served.symm_mem_bytes,
             symm_mem_source=served.symm_mem_source,
             # DeepSeek-V4's shared expert split over the whole TP group into partial fp8 blocks: refused while the
-            # model is built (engines/sglang/fp8_block.py); --tp-size is the attention TP x DP under DP attention
+            # model is built (engines/sglang/fp8_block.py); --tp-size is the attention TP x DP under DP attention,
+            # where the command's reading says SGLang splits it so (engines/sglang/serve.py mlp_whole_tp: whole
+            # under SGLANG_SHARED_EXPERT_TP1 or an all-to-all backend)
             build_refusal=shared_expert_refusal(
                 setup.model.inventory,
                 hidden_size=spec.hidden_size,
-                tp_size=setup.parallel.tp * (setup.parallel.dp if st.dp_attention else 1),
+                tp_size=(
+                    setup.parallel.tp
+                    if not st.dp_attention
+                    else setup.parallel.tp * setup.parallel.dp
+                    if "shared_expert" in (served.mlp_whole_tp or ((), None))[0]
+                    else 1
+                ),
                 a2a_backend=served.stack_options.get("moe_a2a_backend", "none"),
                 release=served.release,
             ),
