@@ -446,6 +446,9 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
                 dp_attention=dp_attention,
                 pp=q.pp,
                 held=lambda t, role: get_format(held_stack.runtime_format(role, t.fmt)).nbytes(t.shape),
+                # the NextN layer's shared experts as the target's: over the whole TP group under DP attention where
+                # the reading says so (engines/sglang/serve.py mlp_whole_tp)
+                shared_tp=full_tp if "shared_expert" in (q.mlp_whole_tp or ((), None))[0] else None,
             ),
         )
         from k3plan.engines.sglang.dsv4_pool import FIXED_C128_FORMS, form_for_release

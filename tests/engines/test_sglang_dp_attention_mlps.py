@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from tests.k3_testing import dsv3_dense_mlp_bytes, dsv3_shared_expert_bytes
+from tests.k3_testing import bundled_raw, dsv3_dense_mlp_bytes, dsv3_shared_expert_bytes
 
 V3 = "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp 8 --dp 8 --enable-dp-attention"
 
@@ -77,8 +77,6 @@ def _v4_bytes(model: str) -> tuple[int, int]:
     """(the shared experts, the embedding) of a bundled DeepSeek-V4, whole, from its config.json: the shared expert's
     three I x H e4m3 matrices a layer with one ue8m0 scale a 128 x 128 block (quantization_config), the bf16 embedding
     vocab_size x hidden_size."""
-    from tests.k3_testing import bundled_raw
-
     c = bundled_raw(model)
     inter, hidden = c["moe_intermediate_size"] * c["n_shared_experts"], c["hidden_size"]
     block = c["quantization_config"]["weight_block_size"][0]
@@ -146,3 +144,23 @@ def test_shared_expert_tp1_holds_v3_s_shared_experts_whole_at_attention_tp_above
     assert _fit(cli, cmd)["weights_by_role"]["shared_expert"] == dsv3_shared_expert_bytes() // 8
     whole = _fit(cli, "SGLANG_SHARED_EXPERT_TP1=1 " + cmd)["weights_by_role"]["shared_expert"]
     assert whole == dsv3_shared_expert_bytes()
+
+
+def test_v4_nextn_draft_s_shared_expert_follows_the_target_s():
+    # deepseek_v4_nextn.py builds DeepseekV4DecoderLayer(is_nextn=True): its DeepseekV2MoE's shared expert over the
+    # whole TP group as the target's (fit passes shared_tp = tp x dp where the reading moves the role)
+    from k3plan.engines.serve import parse_serve
+    from k3plan.engines.sglang.spec import draft_pricing
+    from k3plan.models.loader import load_model
+
+    eagle = " --speculative-algorithm EAGLE --speculative-eagle-topk 1 --speculative-num-steps 1"
+    cmd = V4.format(m="Flash") + eagle + " --speculative-num-draft-tokens 2"
+    spec = parse_serve(cmd, platform="gpu", device_gib=141.0, device_name="nvidia-h200").speculative
+    model = load_model("deepseek-v4-flash")
+    kw = dict(tp=8, ep=16, lm_head_tp=16, dp_attention=True, pp=1)
+    attn_tp = draft_pricing(spec, model, **kw)
+    whole_tp = draft_pricing(spec, model, shared_tp=16, **kw)
+    shared, _ = _v4_bytes("deepseek-v4-flash")
+    layer = shared // bundled_raw("deepseek-v4-flash")["num_hidden_layers"]  # one layer's: the NextN layer's
+    assert attn_tp.bytes_per_device - whole_tp.bytes_per_device == -(-layer // 8) - -(-layer // 16)
+    assert "shared experts" in whole_tp.source and "over 16" in whole_tp.source
