@@ -1278,12 +1278,20 @@ MLP_WHOLE_TP = Cite(
 FP4_ALLGATHER_FROM: Release = (0, 5, 6)  # the first wheel read with should_use_flashinfer_cutlass_moe_fp4_allgather
 SHARED_TP1_ENV = "SGLANG_SHARED_EXPERT_TP1"
 SHARED_TP1_ENV_FROM: Release = (0, 5, 12)  # in the 0.5.12 wheel's deepseek_v2.py, not in 0.5.11's
+SHARED_TP1 = Cite(
+    holds="SGLang builds the shared experts whole on every GPU (DeepseekV2MLP tp_rank 0, tp_size 1; 0.5.22-0.5.23 "
+    "parallel_group 'replicated') under SGLANG_SHARED_EXPERT_TP1 (0.5.12 on) or the FlashInfer CUTLASS FP4 "
+    "all-gather (0.5.6 on), an all-to-all backend or not",
+    sources=(MLP_WHOLE_TP_SOURCE,),
+)
 
 
-def _dp_shared_whole_tp(r: Reading, model: str, release: Release) -> bool:
-    """Whether SGLang splits DeepSeek-V3-class shared experts over its whole TP group under DP attention
-    (``MLP_WHOLE_TP``); False where it holds them whole on every GPU (k3plan's dp-attention rule), with a caveat where
-    it holds a share k3plan does not price."""
+def _dp_shared_whole_tp(r: Reading, model: str, release: Release) -> bool | Cite:
+    """Whether SGLang splits DeepSeek-V3-class (and V4's) shared experts over its whole TP group under DP attention
+    (``MLP_WHOLE_TP``): True; where it holds them whole on every GPU without an all-to-all backend, the Cite that says
+    so (which ``mlp_whole_tp`` sets as ``Reading.shared_expert_whole``: the stack's moe_a2a_backend none splits them
+    over the attention-TP group otherwise), with a caveat where it holds a share k3plan does not price; False under an
+    all-to-all backend (the stack's own rule holds them whole)."""
     if r.options.get("moe_a2a_backend", SGLANG_A2A_DEFAULT) != "none":
         return False  # DeepEP and the other all-to-all backends: tp_size 1, whole
     if SHARED_CLONES_FROM <= release < SHARED_ONE_FROM and model.startswith(SHARED_CLONE_MODELS):
@@ -1293,7 +1301,7 @@ def _dp_shared_whole_tp(r: Reading, model: str, release: Release) -> bool:
                 "shared expert tp_size times into the routed MoE (one whole a GPU, as priced), 0.4.6.post4-0.4.6.post5 "
                 f"split it over the whole TP group ({SHARED_CLONES_SOURCE})"
             )
-        return False  # 0.4.6's tp_size clones: one whole shared expert a GPU
+        return SHARED_CLONES  # 0.4.6's tp_size clones: one whole shared expert a GPU
     ep = r.ep or 1
     if release >= SHARED_EP_FROM and ep > 1 and r.device_name.startswith("amd-") and model.startswith(SHARED_EP_MODELS):
         overlap = release >= SHARED_EP_OVERLAP_FROM and "two_batch_overlap" in r.prefill_conditions
@@ -1304,7 +1312,7 @@ def _dp_shared_whole_tp(r: Reading, model: str, release: Release) -> bool:
                     f"holds the fused shared expert split {r.tp // ep} ways (moe_tp_size); k3plan holds it whole "
                     f"({SHARED_EP_SOURCE.note})"
                 )
-            return False  # fused, every EP rank a local copy: whole at ep = tp_size
+            return SHARED_EP  # fused, every EP rank a local copy: whole at ep = tp_size
     runner = r.get("--moe-runner-backend", None)
     if (
         release >= FP4_ALLGATHER_FROM
@@ -1312,29 +1320,74 @@ def _dp_shared_whole_tp(r: Reading, model: str, release: Release) -> bool:
         and fp4_storage(model) == "nvfp4"
         and ep == r.dp
     ):
-        return False  # the FP4 all-gather: tp_size 1, whole
+        return SHARED_TP1  # the FP4 all-gather: tp_size 1, whole
     on = r.env.get(SHARED_TP1_ENV)
     if on is not None and release >= SHARED_TP1_ENV_FROM:
         r.env_read.add(SHARED_TP1_ENV)
         if env_on(on):
-            return False
+            return SHARED_TP1
     return True
+
+
+# DeepSeek-V4 under DP attention (V4-Flash / V4-Pro, and V4.1, which configs/deepseek_v41.py serves with the same
+# DeepseekV4ForCausalLM): every DeepseekV4DecoderLayer builds deepseek_v2.DeepseekV2MoE (no dense MLP), whose shared
+# expert is the DeepseekV2MLP above, over the whole TP group on the same conditions (whole under an all-to-all
+# backend, the FP4 all-gather or SGLANG_SHARED_EXPERT_TP1) and never fused into the routed experts (fusion off always
+# in 0.5.12-0.5.14, without --enforce-shared-experts-fusion, which k3plan refuses, in 0.5.15-0.5.23); DeepseekV4Model's
+# embed_tokens is VocabParallelEmbedding(enable_tp=not is_dp_attention_enabled()): whole on every GPU, where V3's is
+# over the attention-TP group (use_attn_tp_group / get_embedding_tp_kwargs). The attention (MQALayer: wq_b and wo_a
+# ColumnParallelLinear, wo_b RowParallelLinear over the attention-TP group; wq_a / wkv replicated) and the LM head
+# (ParallelLMHead use_attn_tp_group=enable_dp_lm_head: dp_lm_head) are split as the dp-attention stack and V3's
+# command already split them. So the roles SGLang moves off the attention-TP group are the shared expert (over the
+# whole TP group) and the embedding (whole), set through the same override (Stack.with_mlp_whole_tp)
+V4_DP_MODELS = ("deepseek-v4",)  # deepseek-v4-flash, deepseek-v4-pro, deepseek-v4.1-flash (resolved names, by prefix)
+MLP_WHOLE_TP_V4_SOURCE = Source(
+    repo=SGLANG,
+    file="python/sglang/srt/models/deepseek_v4.py",
+    symbol="DeepseekV4DecoderLayer.__init__ (0.5.23 DeepseekV4DecoderLayerBase: mlp = deepseek_v2.DeepseekV2MoE("
+    "is_deepseek_v4=True) in every layer, no dense MLP); DeepseekV4Model.__init__ (embed_tokens = "
+    "VocabParallelEmbedding(enable_tp=not is_dp_attention_enabled()): tp_size 1 under DP attention, "
+    "layers/vocab_parallel_embedding.py); MQALayer.__init__ (wq_b / wo_a / wo_b over get_attention_tp_size(), 0.5.15 "
+    "get_parallel().attn_tp_size, 0.5.22-0.5.23 parallel_group 'attn_tp'); DeepseekV4ForCausalLM."
+    "determine_num_fused_shared_experts (0.5.12-0.5.14: fusion off; 0.5.15-0.5.22: off without "
+    "enforce_shared_experts_fusion) and 0.5.23's shared_experts_fusion_disable_reason (the same, read by "
+    "layers/moe/utils.py resolve_shared_experts_config from model_loader/loader.py)",
+    note="read in the sglang 0.5.12-0.5.23 wheels (PyPI): the embedding and the DeepseekV2MoE layer in each; the "
+    "shared expert's DeepseekV2MLP in deepseek_v2.py DeepseekV2MoE.__init__ (tp_rank=0, tp_size=1 if "
+    "_shared_expert_use_tp1 in 0.5.12-0.5.21, parallel_group='replicated' if _shared_expert_use_tp1 else 'tp' in "
+    "0.5.22-0.5.23); V4.1's architectures rewritten to DeepseekV4ForCausalLM in 0.5.23 configs/deepseek_v41.py",
+)
+MLP_WHOLE_TP_V4 = Cite(
+    holds="under DP attention SGLang splits DeepSeek-V4's shared expert, without an all-to-all backend, over the "
+    "whole TP group (tp_size = attention TP x dp_size, every GPU of the server) and holds its embedding whole on "
+    "every GPU, not over the attention-TP group; V4 has no dense MLP",
+    sources=(MLP_WHOLE_TP_V4_SOURCE, MLP_WHOLE_TP_SOURCE),
+)
 
 
 def mlp_whole_tp(r: Reading) -> None:
     """The dense MLP and the shared experts over SGLang's whole TP group under DP attention (``MLP_WHOLE_TP``):
     ``Reading.mlp_whole_tp``, the roles it moves, for DeepseekV2DecoderLayer's models (DeepSeek-V3 / R1, Kimi-K2.x)
-    in every release read (0.4.3-0.5.23)."""
+    in every release read (0.4.3-0.5.23); for DeepSeek-V4 (``MLP_WHOLE_TP_V4``, 0.5.12-0.5.23) its shared expert
+    likewise and its embedding whole. Where SGLang holds the shared experts whole without an all-to-all backend
+    (0.4.6's clones, AMD's fused copy at ep = tp_size, the FP4 all-gather, SGLANG_SHARED_EXPERT_TP1) the reading's
+    ``shared_expert_whole`` says so instead."""
     if not r.dp_attention or r.dp <= 1:
         return
     model = _bundled(r)
-    if not model.startswith(DENSE_TP_MODELS):
-        return
     release = r.release if r.release is not None else NEWEST_RELEASE
-    roles: tuple[str, ...] = () if r.dense_mlp_whole is not None else ("dense_mlp",)
-    if r.shared_expert_whole is None and _dp_shared_whole_tp(r, model, release):
+    v4 = model.startswith(V4_DP_MODELS)
+    if not v4 and not model.startswith(DENSE_TP_MODELS):
+        return
+    roles: tuple[str, ...] = () if v4 or r.dense_mlp_whole is not None else ("dense_mlp",)
+    split = _dp_shared_whole_tp(r, model, release) if r.shared_expert_whole is None else False
+    if split is True:
         roles += ("shared_expert",)
-    if roles:
+    elif isinstance(split, Cite):
+        r.shared_expert_whole = split  # whole on every GPU (Stack.with_shared_expert_whole)
+    if v4:
+        r.mlp_whole_tp = (roles + ("embed",), MLP_WHOLE_TP_V4)
+    elif roles:
         r.mlp_whole_tp = (roles, MLP_WHOLE_TP)
 
 
