@@ -25,6 +25,8 @@ from k3plan.engines.tpu_inference import serve as tpu_inference_serve
 from k3plan.engines.vllm import frontend
 from k3plan.engines.vllm.all2all_buffers import A2A_ENV, HT_NO_GRAPHS_SOURCE, ht_disables_graphs, read_a2a_env
 from k3plan.engines.vllm.attention_config import SM100_FAMILY, fp4_indexer, read_attention
+from k3plan.engines.vllm.backend_env import ENV as BACKEND_ENV
+from k3plan.engines.vllm.backend_env import read_backend_env
 from k3plan.engines.vllm.cudagraph import (
     ESTIMATE_ENV,
     CompilationRead,
@@ -391,7 +393,8 @@ FLASHINFER_INT4_ENV = "VLLM_USE_FLASHINFER_MOE_INT4"
 # @40200470 / @0044eb90, llm-d/llm-d guides/wide-ep-lws @03da3b00): no file of the 0.26.0, 0.28.0-0.31.0, 0.33.0 or
 # 0.34.0 wheels (PyPI) names them (vllm/envs.py declares none of them; nothing reads os.environ for them), so at
 # those releases they do nothing and are listed; before 0.26.0 what they did (MoE activation chunking, the all2all
-# backend, FlashInfer's MoE backend, MLA's fp8 projections) was not read, refused
+# backend, MLA's fp8 projections) was not read, refused. (FlashInfer's MoE backend, VLLM_FLASHINFER_MOE_BACKEND, and
+# VLLM_ATTENTION_BACKEND are read per release: engines/vllm/backend_env.py)
 STALE_ENV = frozenset(
     {
         "VLLM_ALL2ALL_BACKEND",
@@ -399,7 +402,6 @@ STALE_ENV = frozenset(
         "VLLM_ENABLE_FUSED_MOE_ACTIVATION_CHUNKING",
         "VLLM_ENABLE_MOE_DP_CHUNK",
         "VLLM_EP_USE_SBO",
-        "VLLM_FLASHINFER_MOE_BACKEND",
         "VLLM_FUSED_MOE_CHUNK_SIZE",
         "VLLM_MLA_FP8_PROJ",
         "VLLM_MOE_DP_CHUNK_SIZE",
@@ -412,13 +414,14 @@ STALE_FROM = (0, 26, 0)
 MAX_MODEL_LEN_AUTO_FROM = (0, 14, 0)
 MAX_MODEL_LEN_AUTO_SOURCE = "vllm 0.14.1 wheel (PyPI), vllm/engine/arg_utils.py human_readable_int_or_auto"
 # the variables of KNOWN_ENV read on this family's commands only (k3plan.engines.serve refuses them on another's)
-OWN_ENV = STALE_ENV | A2A_ENV
+OWN_ENV = STALE_ENV | A2A_ENV | BACKEND_ENV
 # the native CPU offload's connector switch (read_offload_env below)
 SIMPLE_OFFLOAD_ENV = "VLLM_USE_SIMPLE_KV_OFFLOAD"
 KNOWN_ENV = frozenset(
     {LONG_CONTEXT_ENV, UNIFIED_POOL_ENV, ENGRAM_ENV, FLASHINFER_INT4_ENV, ESTIMATE_ENV, SIMPLE_OFFLOAD_ENV}
     | STALE_ENV
     | A2A_ENV
+    | BACKEND_ENV
     | tpu_inference_serve.KNOWN_ENV
 )
 
@@ -1087,6 +1090,7 @@ def read(r: Reading) -> None:
             f"a TPU platform's; on {r.device_name or 'a GPU'} vLLM has no such key: remove it"
         )
     flashinfer_int4(r)
+    read_backend_env(r)  # after the parallelism (engines/vllm/backend_env.py)
     read_deepep_env(r)
 
 
