@@ -118,3 +118,13 @@ def test_the_release_bounds():
     assert backend_env.ATTENTION_GONE_FROM == (0, 15, 0)
     assert backend_env.MOE_GONE_FROM == (0, 24, 0)
     assert backend_env.MOE_ENV not in __import__("k3plan.engines.vllm.serve", fromlist=["STALE_ENV"]).STALE_ENV
+
+
+def test_b300_is_outside_the_exact_sm100_gate_before_0_13():
+    # get_fp8_moe_backend's is_device_capability(100) in the 0.11.1-0.12.0 wheels: sm_103 takes no FlashInfer MoE
+    cmd = ISSUE_26042.replace("=latency", "=throughput")
+    assert "VLLM_FLASHINFER_MOE_BACKEND=throughput" in _read(cmd, "0.12.0", hardware="nvidia-b300").ignored
+    with pytest.raises(K3PlanError, match="does not support block quantization"):
+        _read(cmd, "0.12.0")  # B200, sm_100
+    with pytest.raises(K3PlanError, match="does not support block quantization"):
+        _read(cmd, "0.13.0", hardware="nvidia-b300")  # the family gate from 0.13.0

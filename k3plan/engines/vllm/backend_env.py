@@ -4,7 +4,8 @@ VLLM_FLASHINFER_MOE_BACKEND=latency VLLM_USE_FLASHINFER_MOE_FP8=1``; vllm-projec
 Blackwell block, ``VLLM_ATTENTION_BACKEND=CUTLASS_MLA VLLM_USE_FLASHINFER_MOE_FP8=1``), read as each release reads them.
 
 ``VLLM_ATTENTION_BACKEND`` (the attention kernel). Read in the 0.11.0 and 0.11.2 wheels (PyPI) by vllm/platforms/
-cuda.py CudaPlatform.check_and_update_config and get_attn_backend_cls (vllm/attention/selector.py), in the 0.13.0,
+cuda.py CudaPlatform.check_and_update_config and get_attn_backend_cls (vllm/attention/selector.py; the same in the
+0.12.0 wheel), in the 0.13.0,
 0.14.0 and 0.14.1 wheels as AttentionConfig.backend (vllm/config/attention.py ``_set_from_env_if_set('backend',
 'VLLM_ATTENTION_BACKEND')``, with the warning 'Using VLLM_ATTENTION_BACKEND environment variable is deprecated and will
 be removed in v0.14.0 or v1.0.0 ... Please use --attention-config.backend'; --attention-backend, EngineArgs, sets the
@@ -28,12 +29,12 @@ So on the SM100 family FLASHINFER_MLA and CUTLASS_MLA (the default there) change
 non-MLA backend), another model, an unnamed GPU or a release before 0.11.0: what it does was not read, refused.
 
 ``VLLM_FLASHINFER_MOE_BACKEND`` (FlashInfer's MoE kernel: throughput = CUTLASS, latency = TRT-LLM, masked_gemm =
-CuteDSL from 0.13.0; vllm/envs.py env_with_choices, default throughput in 0.11.0, latency from 0.11.2). Read in the
-0.11.0-0.23.0 wheels (a deprecated_env in 0.23.0: 'Use --moe-backend flashinfer_trtllm, flashinfer_cutlass, or
+CuteDSL from 0.12.0; vllm/envs.py env_with_choices, default throughput in 0.11.0, latency from 0.11.1). Read in the
+0.11.0-0.23.0 wheels (0.11.0, 0.11.1, 0.11.2, 0.12.0, 0.13.0-0.18.0, 0.20.0-0.23.0 read) (a deprecated_env in 0.23.0: 'Use --moe-backend flashinfer_trtllm, flashinfer_cutlass, or
 flashinfer_cutedsl'); no file of the 0.24.0, 0.25.0, 0.26.0, 0.28.0, 0.33.0 or 0.34.0 wheels names it (nor
 VLLM_USE_FLASHINFER_MOE_FP8). For FP8-block experts (DeepSeek-V3 / R1, Kimi-K2) it is read only under
-VLLM_USE_FLASHINFER_MOE_FP8=1: quantization/fp8.py Fp8MoEMethod.__init__ (0.11.0), get_fp8_moe_backend (0.11.2,
-0.13.0), fused_moe/oracle/fp8.py select_fp8_moe_backend (0.14.0-0.23.0: 'elif envs.is_set(
+VLLM_USE_FLASHINFER_MOE_FP8=1: quantization/fp8.py Fp8MoEMethod.__init__ (0.11.0, on any GPU), get_fp8_moe_backend
+(0.11.1-0.12.0 on compute capability exactly 10.0 or 9.0, so not on B300 / GB300's 10.3; 0.13.0 the SM100 family), fused_moe/oracle/fp8.py select_fp8_moe_backend (0.14.0-0.23.0: 'elif envs.is_set(
 "VLLM_FLASHINFER_MOE_BACKEND")' under the FP8 switch). There:
 
 - latency on the SM100 family: FlashInfer's TRT-LLM block-scale MoE. The weights keep their bytes: w13 and its scales
@@ -41,8 +42,10 @@ VLLM_USE_FLASHINFER_MOE_FP8=1: quantization/fp8.py Fp8MoEMethod.__init__ (0.11.0
   for_fi pads the intermediate and shuffles only per-tensor weights, ``if not block_quant`` / ``if is_trtllm and not
   block_quant``), and k3plan prices no MoE workspace under the FlashInfer switch (engines/vllm/moe_workspace.py) nor on
   SM100 at all: listed;
-- throughput on the SM100 family with block scales: vLLM 0.11.2-0.14.x refuses it at start ('FlashInfer FP8 MoE
-  throughput backend does not support block quantization'), refused here with that error; at other releases (and
+- throughput with block scales: vLLM 0.11.1-0.14.x refuses it at start where FlashInfer's path is taken on SM100
+  ('FlashInfer FP8 MoE throughput backend does not support block quantization'), refused here with that error; 0.11.0
+  (its default) runs FlashInfer CUTLASS, whose Fp8MoEMethod.apply asserts 'self.block_quant is None' in the profile
+  run, refused with that; at other releases (and
   masked_gemm, which 0.15.0 on refuses for FP8, and any value on another GPU) what it does was not read, refused.
 
 Without the FP8 switch (unset or 0) the FP8 path does not read it (the branches above are all under the switch): listed.
@@ -64,9 +67,12 @@ ENV = frozenset({ATTENTION_ENV, MOE_ENV})
 READ_FROM: Release = (0, 11, 0)  # the oldest wheel read for both
 ATTENTION_GONE_FROM: Release = (0, 15, 0)  # no file of the 0.15.0 wheel names VLLM_ATTENTION_BACKEND
 MOE_GONE_FROM: Release = (0, 24, 0)  # no file of the 0.24.0 wheel names VLLM_FLASHINFER_MOE_BACKEND
-MASKED_FROM: Release = (0, 13, 0)  # env_with_choices adds masked_gemm in the 0.13.0 wheel
-# get_fp8_moe_backend / the 0.14.x oracle raise for throughput + block scales on SM100 (0.11.1, 0.11.2, 0.13.0, 0.14.x
-# wheels); the default is latency from the 0.11.1 wheel (envs.py), throughput in 0.11.0's
+MASKED_FROM: Release = (0, 12, 0)  # env_with_choices adds masked_gemm in the 0.12.0 wheel
+# 0.11.1-0.12.x gate FlashInfer's FP8 MoE on is_device_capability(100) / (90), exactly; 0.13.0 on the SM100 family
+FAMILY_GATE_FROM: Release = (0, 13, 0)
+SM100_EXACT = frozenset({"nvidia-b200", "nvidia-gb200-nvl72"})  # sm_100 (B300 / GB300 are sm_103)
+# get_fp8_moe_backend / the 0.14.x oracle raise for throughput + block scales on SM100 (0.11.1, 0.11.2, 0.12.0, 0.13.0,
+# 0.14.x wheels); the default is latency from the 0.11.1 wheel (envs.py), throughput in 0.11.0's
 THROUGHPUT_REFUSED = ((0, 11, 1), (0, 15, 0))
 LATENCY_DEFAULT_FROM: Release = (0, 11, 1)
 ATTENTION_SOURCE = (
@@ -153,6 +159,9 @@ def read_backend_env(r: Reading) -> None:
         )
     elif not fp8_on:
         r.ignored.append(f"{MOE_ENV}={value}")  # the FP8 MoE path reads it only under VLLM_USE_FLASHINFER_MOE_FP8=1
+        return
+    elif LATENCY_DEFAULT_FROM <= release < FAMILY_GATE_FROM and fam == "sm100" and r.device_name not in SM100_EXACT:
+        r.ignored.append(f"{MOE_ENV}={value}")  # get_fp8_moe_backend's exact capability 10.0 gate: FlashInfer not taken
         return
     elif fam == "sm100" and value == "latency":
         r.ignored.append(f"{MOE_ENV}={value}")  # TRT-LLM block-scale MoE: w13 re-ordered, same bytes; no workspace
