@@ -93,15 +93,16 @@ def test_hf_overrides_is_refused():
         _read("vllm serve deepseek-ai/DeepSeek-V3 --tensor-parallel-size 8 --hf-overrides '{\"num_hidden_layers\":4}'")
 
 
-def test_variables_no_read_wheel_names_are_listed_from_0_26_and_refused_before():
+def test_variables_no_read_wheel_names_are_listed_from_where_they_go_and_refused_before():
     # NVIDIA Dynamo's hopper decode env (recipes/deepseek-r1/vllm/disagg @0044eb90): VLLM_MOE_DP_CHUNK_SIZE=384; no
-    # file of the 0.26.0-0.34.0 wheels names it
+    # file of the 0.20.0-0.34.0 wheels read names it (fused_moe/config.py and layer.py in 0.18.0's)
     cmd = (
         "VLLM_MOE_DP_CHUNK_SIZE=384 vllm serve deepseek-ai/DeepSeek-R1 --data-parallel-size 16 --enable-expert-parallel"
     )
     assert "VLLM_MOE_DP_CHUNK_SIZE=384" in _read(cmd).ignored
-    with pytest.raises(K3PlanError, match="releases before 0.26.0"):
-        _read(cmd, release="0.25.0")
+    assert "VLLM_MOE_DP_CHUNK_SIZE=384" in _read(cmd, release="0.20.0").ignored
+    with pytest.raises(K3PlanError, match="releases before 0.20.0"):
+        _read(cmd, release="0.18.0")
     with pytest.raises(K3PlanError, match="vllm's variable, read only on its own commands"):
         _read("VLLM_MOE_DP_CHUNK_SIZE=384 sglang serve --model-path deepseek-ai/DeepSeek-V3 --tp 8")
 

@@ -74,7 +74,7 @@ DeepSeek-R1 on 8 H200 at DP 8, 8,192 tokens a rank (M_full 65,536): without EP T
 output = 4.38 GiB; with EP FlashInferExperts, 65,536 x 7,168 x 2 B = 0.88 GiB from 0.18.0.
 
 Not priced (0, said): other expert formats, a command that picks the kernel (--moe-backend; VLLM_USE_DEEP_GEMM or
-VLLM_MOE_USE_DEEP_GEMM set; VLLM_USE_FLASHINFER_MOE_FP8 set before 0.26.0, where the oracle stopped reading it), an
+VLLM_MOE_USE_DEEP_GEMM set; VLLM_USE_FLASHINFER_MOE_FP8 set before 0.24.0, where the oracle stopped reading it), an
 all2all backend other than the default under DP (its buffers and chunking are another module's), EP with TP > 1 and
 DP > 1 (sequence-parallel MoE, ParallelConfig.use_sequence_parallel_moe: not read), AITER, releases before 0.14.0
 and GPUs other than SM90 (H100 / H200 / H20) and ROCm.
@@ -97,7 +97,10 @@ FI_CUTLASS_SM90_FROM: Release = (0, 15, 0)  # the oracle's ordered list, FlashIn
 TRITON_FIRST_SM90_FROM: Release = (0, 17, 0)  # _get_priority_backends: Triton to the front on Hopper, block FP8, TP
 UNCHUNKED_FROM: Release = (0, 18, 0)  # FusedMoEModularKernel without _chunk_info
 FORCED_DP_EP_FROM: Release = (0, 15, 0)  # make_fp8_moe_kernel hands the kernel its moe_parallel_config (is_dp_ep)
-ENV_FI_GONE_FROM: Release = (0, 26, 0)  # select_fp8_moe_backend no longer reads VLLM_USE_FLASHINFER_MOE_FP8
+# select_fp8_moe_backend no longer reads VLLM_USE_FLASHINFER_MOE_FP8: a deprecated_env in the 0.23.0 wheel, named by
+# no file of the 0.24.0 and 0.25.0 wheels (PyPI; engines/vllm/backend_env.py)
+ENV_FI_GONE_FROM: Release = (0, 24, 0)
+ALL2ALL_ENV_GONE_FROM: Release = (0, 16, 0)  # engines/vllm/serve.py STALE_GONE_FROM
 DEFAULT_ALL2ALL = "allgather_reducescatter"  # ParallelConfig.all2all_backend's default, 0.14.0-0.34.0
 CHUNK = 16 * 1024  # VLLM_FUSED_MOE_CHUNK_SIZE's default, 0.13.0-0.17.x (vllm/envs.py)
 ALIGN = 256  # WorkspaceManager.get_simultaneous rounds each part up to 256 B
@@ -163,7 +166,8 @@ def profile_moe_workspace(
         return 0, "no MoE workspace priced under the sampler (the DeepGEMM switches set: not read)"
     if vendor == "nvidia" and release < ENV_FI_GONE_FROM and _set(env, "VLLM_USE_FLASHINFER_MOE_FP8"):
         return 0, "no MoE workspace priced under the sampler (VLLM_USE_FLASHINFER_MOE_FP8 set: not read)"
-    a2a = all2all_backend or env.get("VLLM_ALL2ALL_BACKEND", "")
+    # VLLM_ALL2ALL_BACKEND: read to 0.15.x (config/parallel.py), named by no file of the 0.16.0 wheel on
+    a2a = all2all_backend or (env.get("VLLM_ALL2ALL_BACKEND", "") if release < ALL2ALL_ENV_GONE_FROM else "")
     if dp > 1 and a2a not in ("", DEFAULT_ALL2ALL):
         return 0, f"no MoE workspace priced under the sampler (--all2all-backend {a2a}: not read)"
     if ep and tp > 1 and dp > 1:

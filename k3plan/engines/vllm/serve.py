@@ -25,6 +25,8 @@ from k3plan.engines.tpu_inference import serve as tpu_inference_serve
 from k3plan.engines.vllm import frontend
 from k3plan.engines.vllm.all2all_buffers import A2A_ENV, HT_NO_GRAPHS_SOURCE, ht_disables_graphs, read_a2a_env
 from k3plan.engines.vllm.attention_config import SM100_FAMILY, fp4_indexer, read_attention
+from k3plan.engines.vllm.backend_env import ENV as BACKEND_ENV
+from k3plan.engines.vllm.backend_env import read_backend_env
 from k3plan.engines.vllm.cudagraph import (
     ESTIMATE_ENV,
     CompilationRead,
@@ -388,52 +390,59 @@ FLASHINFER_INT4_ENV = "VLLM_USE_FLASHINFER_MOE_INT4"
 # serve_estimate; InferenceX's dsv4_fp8_h200_mtp.sh and agentic/kimik3_fp4_b300_vllm_mtp.sh @843c6254 set it to 0);
 # and tpu-inference's (engines/tpu_inference/serve.py: read there, refused by check_env on any other route)
 # vLLM variables of older releases that recipes still export (ai-dynamo/dynamo recipes/deepseek-r1/vllm/disagg
-# @40200470 / @0044eb90, llm-d/llm-d guides/wide-ep-lws @03da3b00): no file of the 0.26.0, 0.28.0-0.31.0, 0.33.0 or
-# 0.34.0 wheels (PyPI) names them (vllm/envs.py declares none of them; nothing reads os.environ for them), so at
-# those releases they do nothing and are listed; before 0.26.0 what they did (MoE activation chunking, the all2all
-# backend, FlashInfer's MoE backend, MLA's fp8 projections) was not read, refused
-STALE_ENV = frozenset(
-    {
-        "VLLM_ALL2ALL_BACKEND",
-        "VLLM_DEEPEP_LOW_LATENCY_ALLOW_NVLINK",
-        "VLLM_ENABLE_FUSED_MOE_ACTIVATION_CHUNKING",
-        "VLLM_ENABLE_MOE_DP_CHUNK",
-        "VLLM_EP_USE_SBO",
-        "VLLM_FLASHINFER_MOE_BACKEND",
-        "VLLM_FUSED_MOE_CHUNK_SIZE",
-        "VLLM_MLA_FP8_PROJ",
-        "VLLM_MOE_DP_CHUNK_SIZE",
-    }
-)
-STALE_FROM = (0, 26, 0)
+# @40200470 / @0044eb90, llm-d/llm-d guides/wide-ep-lws @03da3b00), each from the first release whose wheel (PyPI, every
+# file scanned) names it nowhere, and no later one does (vllm/envs.py declares none of them; nothing reads os.environ
+# for them): at those releases they do nothing and are listed; before, what they did (MoE activation chunking, the
+# all2all backend, MLA's fp8 projections) was not read, refused. Wheels scanned: 0.11.1, 0.11.2, 0.12.0, 0.13.0,
+# 0.14.1, 0.15.0, 0.16.0, 0.17.0, 0.17.1, 0.18.0, 0.20.0, 0.21.0, 0.22.0, 0.23.0, 0.24.0, 0.25.0, 0.26.0, 0.28.0,
+# 0.33.0, 0.34.0 (0.19.x not: VLLM_ENABLE_MOE_DP_CHUNK / VLLM_MOE_DP_CHUNK_SIZE, named in 0.18.0, are taken as gone from
+# 0.20.0). VLLM_DEEPEP_LOW_LATENCY_ALLOW_NVLINK, VLLM_EP_USE_SBO and VLLM_MLA_FP8_PROJ are named in none of them
+# (forks' variables), listed from 0.11.1. (FlashInfer's MoE backend, VLLM_FLASHINFER_MOE_BACKEND, and
+# VLLM_ATTENTION_BACKEND are read per release: engines/vllm/backend_env.py)
+STALE_GONE_FROM: dict[str, Release] = {
+    "VLLM_ALL2ALL_BACKEND": (0, 16, 0),  # config/parallel.py in 0.15.0; --all2all-backend alone from 0.16.0
+    "VLLM_DEEPEP_LOW_LATENCY_ALLOW_NVLINK": (0, 11, 1),
+    "VLLM_ENABLE_FUSED_MOE_ACTIVATION_CHUNKING": (0, 18, 0),  # fused_moe/modular_kernel.py to 0.17.1
+    "VLLM_ENABLE_MOE_DP_CHUNK": (0, 20, 0),  # fused_moe/runner/default_moe_runner.py in 0.18.0
+    "VLLM_EP_USE_SBO": (0, 11, 1),
+    "VLLM_FUSED_MOE_CHUNK_SIZE": (0, 18, 0),  # fused_moe/fused_moe.py to 0.17.1
+    "VLLM_MLA_FP8_PROJ": (0, 11, 1),
+    "VLLM_MOE_DP_CHUNK_SIZE": (0, 20, 0),  # fused_moe/config.py / layer.py in 0.18.0
+}
+STALE_ENV = frozenset(STALE_GONE_FROM)
 # --max-model-len auto: EngineArgs.add_cli_args types max_model_len human_readable_int_or_auto ("Also accepts -1 or
 # 'auto'") in the 0.14.1 wheel (PyPI), vllm/engine/arg_utils.py; plain human_readable_int in the 0.11.0, 0.11.2 and
 # 0.13.0 wheels
 MAX_MODEL_LEN_AUTO_FROM = (0, 14, 0)
 MAX_MODEL_LEN_AUTO_SOURCE = "vllm 0.14.1 wheel (PyPI), vllm/engine/arg_utils.py human_readable_int_or_auto"
 # the variables of KNOWN_ENV read on this family's commands only (k3plan.engines.serve refuses them on another's)
-OWN_ENV = STALE_ENV | A2A_ENV
+OWN_ENV = STALE_ENV | A2A_ENV | BACKEND_ENV
 # the native CPU offload's connector switch (read_offload_env below)
 SIMPLE_OFFLOAD_ENV = "VLLM_USE_SIMPLE_KV_OFFLOAD"
 KNOWN_ENV = frozenset(
     {LONG_CONTEXT_ENV, UNIFIED_POOL_ENV, ENGRAM_ENV, FLASHINFER_INT4_ENV, ESTIMATE_ENV, SIMPLE_OFFLOAD_ENV}
     | STALE_ENV
     | A2A_ENV
+    | BACKEND_ENV
     | tpu_inference_serve.KNOWN_ENV
 )
 
 
 def read_stale_env(r: Reading) -> None:
-    """``STALE_ENV``: listed where the release reads none of them (from 0.26.0; a GPU command), refused before."""
+    """``STALE_ENV``: listed from the release whose wheel names it nowhere (``STALE_GONE_FROM``; a GPU command),
+    refused before."""
     stale = sorted(STALE_ENV & set(r.env))
     if not stale:
         return
     release = r.release or (0, 33, 0)
-    if r.platform == "tpu" or release < STALE_FROM:
-        raise K3PlanError(
-            f"--serve: {stale[0]}: a variable of vLLM releases before 0.26.0 (no file of the 0.26.0-0.34.0 wheels "
-            f"names it); what it did at vLLM {release_text(release)} was not read by k3plan: remove it"
-        )
+    for k in stale:
+        gone = STALE_GONE_FROM[k]
+        if r.platform == "tpu" or release < gone:
+            raise K3PlanError(
+                f"--serve: {k}: a variable of vLLM releases before {release_text(gone)} (no file of the "
+                f"{release_text(gone)}-0.34.0 wheels read names it); what it did at vLLM {release_text(release)} was "
+                "not read by k3plan: remove it"
+            )
     r.ignored += [f"{k}={r.env[k]}" for k in stale]
 
 
@@ -1089,6 +1098,7 @@ def read(r: Reading) -> None:
             f"a TPU platform's; on {r.device_name or 'a GPU'} vLLM has no such key: remove it"
         )
     flashinfer_int4(r)
+    read_backend_env(r)  # after the parallelism (engines/vllm/backend_env.py)
     read_deepep_env(r)
 
 
