@@ -449,3 +449,71 @@ def read_dcp(r: Reading, dcp: int, *, flag: str, tp_flag: str, engine: str, grou
         f"{flag} {dcp}: the start check prices {engine}'s DCP pool ({pool}); k3plan's own budget table and its decode "
         "time are priced without DCP (every rank's attention over the whole context)"
     )
+
+
+@dataclass(frozen=True, eq=False)  # hashed by identity: one table an engine, its options cached
+class OptionTable:
+    """The options an engine's argparse parser registers, by release read (each engine's generated table:
+    engines/sglang/server_flags.py, engines/vllm/serve_flags.py): ``flags`` the union, ``ranges`` the first and last
+    release read of an option not in every one, ``releases`` the releases read (oldest first), ``engine`` how the
+    refusal names the engine and ``where`` the parser's file it cites."""
+
+    engine: str
+    where: str
+    flags: frozenset[str]
+    ranges: dict[str, tuple[str, str]]
+    releases: tuple[str, ...]
+
+    def read_release(self, release: tuple[int, ...]) -> str:
+        """The release read whose parser ``release`` has: the newest read at or before it, the oldest read for one
+        before them all."""
+        from k3plan.engines.release import parse_release
+
+        read = [r for r in self.releases if parse_release(r) <= release]
+        return read[-1] if read else self.releases[0]
+
+    def options(self, release: tuple[int, ...] | None) -> tuple[frozenset[str], str]:
+        """The options the parser of ``release`` registers (with --help) and what they are; None (no release
+        named): the union of the releases read, an option any of them takes."""
+        if release is None:
+            return _union_options(self), f"{self.engine} {self.releases[0]}-{self.releases[-1]} (any of them)"
+        read = self.read_release(release)
+        return _release_options(self, read), f"{self.engine} {read}"
+
+
+@lru_cache(maxsize=None)
+def _union_options(table: OptionTable) -> frozenset[str]:
+    return table.flags | {"--help"}
+
+
+@lru_cache(maxsize=None)
+def _release_options(table: OptionTable, read: str) -> frozenset[str]:
+    from k3plan.engines.release import parse_release
+
+    at = parse_release(read)
+
+    def has(flag: str) -> bool:
+        first, last = table.ranges.get(flag, (table.releases[0], table.releases[-1]))
+        return parse_release(first) <= at <= parse_release(last)
+
+    return frozenset({f for f in table.flags if has(f)} | {"--help"})
+
+
+def unabbreviated(token: str, options: frozenset[str], said: str, *, engine: str, where: str) -> str:
+    """A flag as an argparse parser with allow_abbrev on (argparse's default, which SGLang's and vLLM's parsers keep)
+    reads it: ``--name`` or ``--name=value`` whose name is a prefix of exactly one of its options stands for that
+    option, a prefix of several stops the parser ('ambiguous option', exit 2); an exact option, a value, a
+    single-dash flag or a prefix of none stays as written. ``options`` / ``said``: OptionTable.options; ``engine``
+    / ``where``: the engine and its parser's file, for the refusal."""
+    if not token.startswith("--") or token == "--":
+        return token
+    name, eq, value = token.partition("=")
+    if name in options:
+        return token
+    matches = sorted(f for f in options if f.startswith(name))
+    if len(matches) > 1:
+        raise K3PlanError(
+            f"--serve: {engine} refuses {name}: 'ambiguous option: {name} could match {', '.join(matches)}' "
+            f"(argparse's prefix matching over the options of {said}, {where}); write the whole flag"
+        )
+    return matches[0] + eq + value if matches else token

@@ -154,9 +154,10 @@ REFUSED = {
     "another checkpoint's config": (DAILY + " --hf-config-path moonshotai/Kimi-K2.6", "--hf-config-path"),
     "another checkpoint's config, abbreviated": (DAILY + " --hf-config=moonshotai/Kimi-K2.6", "--hf-config-path"),
     "a config override": (DAILY + ' --hf-overrides \'{"num_hidden_layers": 5}\'', "ModelConfig.hf_overrides"),
-    "both spellings of the config path, apart": (
-        DAILY + " --hf-config deepseek-ai/DeepSeek-V3 --hf-config-path deepseek-ai/DeepSeek-R1",
-        "keeps the last of the two",
+    # argparse keeps the last of the two, both --hf-config-path: here another checkpoint's
+    "both spellings of the config path, the last another's": (
+        DAILY + " --hf-config-path deepseek-ai/DeepSeek-R1 --hf-config moonshotai/Kimi-K2.6",
+        "--hf-config-path moonshotai/Kimi-K2.6: the config of another checkpoint",
     ),
     "the JAX MoE backend switch on": ("USE_UNFUSED_MEGABLOCKS=1 " + DAILY, "MEGABLX_GMM"),
     "unknown sharding key": (
@@ -392,13 +393,15 @@ def test_the_multihost_daily_s_no_effect_settings_are_listed(cli):
 
 def test_the_multihost_wrappers_spellings_read_as_the_engine_reads_them(cli):
     """scripts/multihost/nightly_benchmarking.sh @b8692ff0 writes --hf-config=<id> (vLLM's parser: --hf-config-path,
-    argparse's prefix matching; k3plan.engines.tpu_inference.serve HF_CONFIG_PREFIX) and its random-routing wrapper
-    FORCE_MOE_RANDOM_ROUTING=1 (the top-k ids redrawn in the compiled step, fused_moe_gmm.py): neither moves a figure;
-    each is listed."""
+    argparse's prefix matching over vLLM's options: k3plan.engines.vllm.serve OPTIONS; the last of two spellings
+    kept, as argparse keeps the last occurrence) and its random-routing wrapper FORCE_MOE_RANDOM_ROUTING=1 (the top-k
+    ids redrawn in the compiled step, fused_moe_gmm.py): neither moves a figure; each is listed."""
     base = _fit(cli, DAILY)["engine"]
     for extra, name in (
         (" --hf-config=deepseek-ai/DeepSeek-R1", "--hf-config-path deepseek-ai/DeepSeek-R1"),
         (" --hf-config deepseek-ai/DeepSeek-R1 --hf-config-path deepseek-ai/DeepSeek-R1", "--hf-config-path"),
+        (" --hf-config deepseek-ai/DeepSeek-V3 --hf-config-path deepseek-ai/DeepSeek-R1", "--hf-config-path"),
+        (" --hf-con=deepseek-ai/DeepSeek-R1", "--hf-config-path deepseek-ai/DeepSeek-R1"),
     ):
         d = _fit(cli, DAILY + extra)["engine"]
         assert (d["weights_bytes"], d["kv_pool_bytes"]) == (base["weights_bytes"], base["kv_pool_bytes"])

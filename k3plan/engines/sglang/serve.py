@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import Callable
 
 from k3plan.engines.dp_attention import ENGINE as DP_ATTENTION
-from k3plan.engines.release import Release, parse_release, release_text
+from k3plan.engines.release import Release, release_text
 from k3plan.engines.serve_values import (
+    OptionTable,
     Reading,
     ServeCommand,
     config_file_args,
@@ -20,6 +21,7 @@ from k3plan.engines.serve_values import (
     read_dcp,
     refuse_unpriced,
 )
+from k3plan.engines.serve_values import unabbreviated as shared_unabbreviated
 from k3plan.engines.sglang.ep_moe_copy import AITER_ENV, ep_moe_copies
 from k3plan.engines.sglang.flags import SGLANG_A2A_DEFAULT
 from k3plan.engines.sglang.fraction_eras import RESERVE_FORM_FROM, era_chunk, era_fraction
@@ -322,50 +324,29 @@ def refuse_v41_before(r: Reading) -> None:
         )
 
 
-def _read_release(release: Release) -> str:
-    """The release read (engines/sglang/server_flags.py RELEASES) whose parser ``release`` has: the newest read at or
-    before it, the oldest read for one before them all."""
-    read = [r for r in SERVER_FLAG_RELEASES if parse_release(r) <= release]
-    return read[-1] if read else SERVER_FLAG_RELEASES[0]
-
-
-def _in_range(flag: str, release: str) -> bool:
-    first, last = SERVER_FLAG_RANGES.get(flag, (SERVER_FLAG_RELEASES[0], SERVER_FLAG_RELEASES[-1]))
-    return parse_release(first) <= parse_release(release) <= parse_release(last)
-
-
 # the options each release read registers, and what argparse also matches a prefix against: the parser's own --help
-_BY_RELEASE = {r: frozenset({f for f in SERVER_FLAGS if _in_range(f, r)} | {"--help"}) for r in SERVER_FLAG_RELEASES}
-_UNION = SERVER_FLAGS | {"--help"}
+OPTIONS = OptionTable(
+    engine="sglang",
+    where="server_args.py",
+    flags=SERVER_FLAGS,
+    ranges=SERVER_FLAG_RANGES,
+    releases=SERVER_FLAG_RELEASES,
+)
 
 
 def release_options(release: Release | None) -> tuple[frozenset[str], str]:
     """The options SGLang's parser of ``release`` registers (with --help) and what they are, for the prefix matching;
-    None (no release named): the union of the releases read, an option any of them takes."""
-    if release is None:
-        return _UNION, f"sglang {SERVER_FLAG_RELEASES[0]}-{SERVER_FLAG_RELEASES[-1]} (any of them)"
-    read = _read_release(release)
-    return _BY_RELEASE[read], f"sglang {read}"
+    None (no release named): the union of the releases read, an option any of them takes (serve_values.OptionTable
+    over engines/sglang/server_flags.py)."""
+    return OPTIONS.options(release)
 
 
-def unabbreviated(token: str, options: frozenset[str] = _UNION, said: str = "") -> str:
-    """A flag as SGLang's parser reads it: argparse (allow_abbrev on) takes a prefix of exactly one of its options
-    for that option and stops on a prefix of several ('ambiguous option'); an exact option, a value or a prefix of
-    none stays as written. ``options``: the parser's (``release_options``: engines/sglang/server_flags.py, the
-    options of the releases read), ``said`` what they are."""
-    if not token.startswith("--") or token == "--":
-        return token
-    name, eq, value = token.partition("=")
-    if name in options:
-        return token
-    matches = sorted(f for f in options if f.startswith(name))
-    if len(matches) > 1:
-        raise K3PlanError(
-            f"--serve: SGLang refuses {name}: 'ambiguous option: {name} could match {', '.join(matches)}' "
-            f"(argparse's prefix matching over the options of {said or 'the releases read'}, server_args.py); write "
-            "the whole flag"
-        )
-    return matches[0] + eq + value if matches else token
+def unabbreviated(token: str, options: frozenset[str] | None = None, said: str = "") -> str:
+    """A flag as SGLang's parser reads it (argparse, allow_abbrev on: serve_values.unabbreviated) over ``options``
+    (``release_options``; None: the union of the releases read)."""
+    if options is None:
+        options, said = OPTIONS.options(None)
+    return shared_unabbreviated(token, options, said or "the releases read", engine="SGLang", where="server_args.py")
 
 
 def nvfp4_runner_caveat(r: Reading, runner: str | None) -> None:

@@ -483,13 +483,9 @@ def _tokens(flag: str, value: str) -> int:
     return flag_int(flag, value if n is None else str(n))
 
 
-# vLLM's parser takes an unambiguous prefix of a flag for the flag (argparse's allow_abbrev, on by default: no
-# ArgumentParser of vLLM turns it off, vllm 0.28.0 and 0.34.0 wheels (PyPI) vllm/utils/argparse_utils.py
-# FlexibleArgumentParser, vllm/entrypoints/cli/serve.py), and --hf-config-path is the only flag that starts with
-# --hf-config (vllm/engine/arg_utils.py EngineArgs.add_cli_args, EngineArgs.hf_config_path; no frontend flag does):
-# --hf-config X is --hf-config-path X. tpu-inference's multi-host nightly writes that spelling (scripts/multihost/
-# nightly_benchmarking.sh @b8692ff0: EXTRA_SERVER_ARGS "--hf-config=${HF_CONFIG}")
-HF_CONFIG_PREFIX = "--hf-config"
+# vLLM's parser reads an abbreviated flag as the option it stands for (argparse's allow_abbrev: engines/vllm/serve.py
+# tokens, OPTIONS), before this reader sees it: tpu-inference's multi-host nightly's --hf-config=X (scripts/multihost/
+# nightly_benchmarking.sh @b8692ff0: EXTRA_SERVER_ARGS "--hf-config=${HF_CONFIG}") arrives as --hf-config-path X
 # flags whose memory effect k3plan does not model on tpu-inference, refused with what they do
 UNPRICED = {
     # vLLM's ModelConfig.hf_overrides (a dict merged into the Hugging Face config before the model is built: vllm
@@ -562,13 +558,7 @@ def read(r: Reading) -> None:
         )
     r.chunk = _tokens("--max-num-batched-tokens", str(chunk))
     refuse_unpriced(get, UNPRICED, "tpu-inference")
-    path, prefix = get("--hf-config-path", None), get(HF_CONFIG_PREFIX, None)
-    if path is not None and prefix is not None and path != prefix:
-        raise K3PlanError(
-            f"--serve: {HF_CONFIG_PREFIX} {prefix} and --hf-config-path {path}: vLLM's parser reads {HF_CONFIG_PREFIX} "
-            "as --hf-config-path (argparse's prefix matching) and keeps the last of the two; give one"
-        )
-    _hf_config(r, path if path is not None else prefix)
+    _hf_config(r, get("--hf-config-path", None))
     # per DP rank: tpu_runner.py TPUModelRunner._init_inputs (max_num_reqs = dp_size x max_num_seqs; the DP
     # scheduler's per-rank limits, core/sched/dp_scheduler.py)
     r.batch = flag_int("--max-num-seqs", str(seqs)) if seqs is not None else DEFAULT_MAX_NUM_SEQS

@@ -10,6 +10,7 @@ from typing import Any
 from k3plan.engines.flags import TORCHTPU_DEFAULT_BLOCK
 from k3plan.engines.release import Release, release_text
 from k3plan.engines.serve_values import (
+    OptionTable,
     Reading,
     ServeCommand,
     config_file_args,
@@ -19,6 +20,7 @@ from k3plan.engines.serve_values import (
     read_dcp,
     refuse_unpriced,
     suffix_int,
+    unabbreviated,
 )
 from k3plan.engines.torchtpu_vllm import ENGINE as TORCHTPU
 from k3plan.engines.tpu_inference import serve as tpu_inference_serve
@@ -37,6 +39,9 @@ from k3plan.engines.vllm.engram import ENGRAM_WHEEL_FROM, read_engram
 from k3plan.engines.vllm.engram import ENV as ENGRAM_ENV
 from k3plan.engines.vllm.eplb import EPLB_WINDOW_DEFAULT
 from k3plan.engines.vllm.memory import KV_MEMORY_SOURCE
+from k3plan.engines.vllm.serve_flags import FLAGS as SERVE_FLAGS
+from k3plan.engines.vllm.serve_flags import RANGES as SERVE_FLAG_RANGES
+from k3plan.engines.vllm.serve_flags import RELEASES as SERVE_FLAG_RELEASES
 from k3plan.engines.vllm.spec import read_speculative
 from k3plan.errors import K3PlanError
 
@@ -477,12 +482,32 @@ INVERSE_SWITCHES = {
 }
 
 
+# the options `vllm serve`'s parser registers, by release read (engines/vllm/serve_flags.py, written from the 0.11.2-
+# 0.34.0 wheels by benchmarks/vllm_serve_flags.py): FlexibleArgumentParser (vllm/utils/argparse_utils.py) leaves
+# argparse's allow_abbrev on (no allow_abbrev in vllm/utils, vllm/entrypoints or vllm/engine of any of those wheels)
+# and adds no abbreviation handling of its own, so argparse takes an unambiguous prefix of one option for it
+# (--hf-config=X: --hf-config-path, as tpu-inference's multi-host nightly writes it: scripts/multihost/
+# nightly_benchmarking.sh @b8692ff0) and stops on an ambiguous one. A command read without a release (on a TPU, where
+# tpu-inference and the torch_tpu plugin run vLLM's parser) is matched against the union of the releases read
+OPTIONS = OptionTable(
+    engine="vLLM",
+    where="vllm/engine/arg_utils.py EngineArgs.add_cli_args and the frontend's make_arg_parser",
+    flags=SERVE_FLAGS,
+    ranges=SERVE_FLAG_RANGES,
+    releases=SERVE_FLAG_RELEASES,
+)
+
+
 def tokens(model: str | None, rest: list[str], *, release: Release | None = None) -> tuple[str | None, list[str]]:
-    """The flags as vLLM's parser reads them: a --config file's flags first, dashes, the inverse spelling of a switch
-    as its --no- form (``INVERSE_SWITCHES``), and its dotted config flags folded into their JSON flag
-    (serve_values.config_file_args, fold_dotted below); the same in every release read."""
-    flags = [dashes(tok) for tok in config_file_args(rest, engine=ENGINE)]
-    return model, fold_dotted([INVERSE_SWITCHES.get(tok, tok) for tok in flags])
+    """The flags as vLLM's parser reads them, in its order (FlexibleArgumentParser.parse_args, then argparse): a
+    --config file's flags first, dashes, its dotted config flags folded into their JSON flag
+    (serve_values.config_file_args, fold_dotted above), an abbreviated flag as the option it stands for in
+    ``release``'s parser (``OPTIONS``, serve_values.unabbreviated), and the inverse spelling of a switch as its --no-
+    form (``INVERSE_SWITCHES``)."""
+    options, said = OPTIONS.options(release)
+    flags = fold_dotted([dashes(tok) for tok in config_file_args(rest, engine=ENGINE)])
+    flags = [unabbreviated(tok, options, said, engine=OPTIONS.engine, where=OPTIONS.where) for tok in flags]
+    return model, [INVERSE_SWITCHES.get(tok, tok) for tok in flags]
 
 
 # the most bytes --kv-cache-memory-bytes may name: more than any device holds (a PiB), so a typo is bad input
