@@ -342,7 +342,6 @@ def long_context_refusal(context: int, model_max: int) -> str:
 
 
 VLLM_UNPRICED = {
-    "--kv-cache-memory": "an explicit KV cache size a GPU in place of --gpu-memory-utilization's share",
     "--no-enable-chunked-prefill": "whole prompts a step (the profile run's token budget then follows max_model_len)",
     "--offload-group-size": "weights offloaded to host memory and prefetched a group at a time",
     "--offload-num-in-group": "weights offloaded to host memory and prefetched a group at a time",
