@@ -123,6 +123,8 @@ class Reading:
     # cannot price), for a family's rules that hold for one model only
     resolve: Callable[[str], str] | None = None
     async_scheduling: bool | None = None  # vLLM's --async-scheduling / --no-async-scheduling (None: not given)
+    # config fields the command sets over the checkpoint's config before the model is built (read_hf_overrides)
+    hf_overrides: tuple[tuple[str, int], ...] = ()
     options: dict[str, str] = field(default_factory=dict)
     ignored: list[str] = field(default_factory=list)
     tp: int = 1
@@ -517,3 +519,37 @@ def unabbreviated(token: str, options: frozenset[str], said: str, *, engine: str
             f"(argparse's prefix matching over the options of {said}, {where}); write the whole flag"
         )
     return matches[0] + eq + value if matches else token
+
+
+def read_hf_overrides(
+    r: Reading, flag: str, *, engine: str, source: str, allowed: tuple[str, ...] | None = None
+) -> None:
+    """A JSON object of Hugging Face config fields the engine sets over the checkpoint's config before it builds the
+    model (``source``: where the engine's code does so), priced as the model k3plan builds from the bundled config
+    with them set (k3plan.models.loader OVERRIDABLE: the fields its spec reads whole, or the engine's ``allowed``
+    among them: those its model code was read to take from the config; the model keeps its name, so the rules kept
+    for it still find it); any other field refused by name, in one line."""
+    from k3plan.models.loader import OVERRIDABLE
+
+    fields = OVERRIDABLE if allowed is None else tuple(k for k in OVERRIDABLE if k in allowed)
+    raw = r.get(flag, None)
+    if raw is None:
+        return
+    got = json_object(flag, raw)
+    if not got:
+        r.ignored.append(f"{flag} {{}}")
+        return
+    for key, value in got.items():
+        if key not in fields:
+            raise K3PlanError(
+                f"--serve: {flag} {key}: {engine} sets it over the checkpoint's config before the model is built "
+                f"({source}); k3plan prices an override of {', '.join(fields)} only; remove it"
+            )
+        least = 0 if key == "first_k_dense_replace" else 1
+        if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= MAX_FLAG_INT:
+            raise K3PlanError(f"--serve: {flag} {key} {value!r}: expected a whole number from {least}")
+    r.hf_overrides = tuple(got.items())
+    said = ", ".join(f"{k} {v:,}" for k, v in r.hf_overrides)
+    r.caveats.append(
+        f"{flag}: the model built from the bundled config with {said} set over it, as {engine} builds it ({source})"
+    )

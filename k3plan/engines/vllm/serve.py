@@ -18,6 +18,7 @@ from k3plan.engines.serve_values import (
     flag_int,
     json_object,
     read_dcp,
+    read_hf_overrides,
     refuse_unpriced,
     suffix_int,
     unabbreviated,
@@ -346,11 +347,15 @@ VLLM_UNPRICED = {
     "--offload-group-size": "weights offloaded to host memory and prefetched a group at a time",
     "--offload-num-in-group": "weights offloaded to host memory and prefetched a group at a time",
     "--offload-prefetch-step": "weights offloaded to host memory and prefetched a group at a time",
-    # ModelConfig.hf_overrides (a dict merged into, or a function applied to, the Hugging Face config before the model
-    # is built: vllm 0.33.0 wheel (PyPI) vllm/config/model.py): any field of the config k3plan prices from its bundled
-    # config.json may change
-    "--hf-overrides": "the checkpoint's config overridden before the model is built (ModelConfig.hf_overrides)",
 }
+# ModelConfig.hf_overrides: a JSON object's fields whose values are not objects set over the Hugging Face config
+# before the model is built (ModelConfig.__post_init__ gathers them as hf_overrides_kw, get_config calls
+# config.update(hf_overrides_kw)), read alike in the 0.11.2, 0.28.0, 0.33.0 and 0.34.0 wheels (PyPI); priced over the
+# fields k3plan's model spec reads whole (serve_values.read_hf_overrides), any other refused by name
+HF_OVERRIDES_SOURCE = (
+    "vllm 0.11.2-0.34.0 wheels (PyPI), vllm/config/model.py ModelConfig.__post_init__ hf_overrides_kw, "
+    "vllm/transformers_utils/config.py get_config: config.update(hf_overrides_kw)"
+)
 # weights moved to host memory and read over UVA until this many GiB a GPU are offloaded, a parameter at a time
 # (vLLM 0.31.0 wheel vllm/config/offload.py UVAOffloadConfig.cpu_offload_gb, default 0: nothing offloaded)
 CPU_OFFLOAD = "--cpu-offload-gb"
@@ -882,6 +887,7 @@ def read(r: Reading) -> None:
     # InferenceX's multi-node vLLM recipes (@843c6254 benchmarks/multi_node/srt-slurm-recipes/vllm/): settings that
     # size what a GPU holds in a way k3plan does not follow, refused with what they do
     refuse_unpriced(get, VLLM_UNPRICED, "vLLM")
+    read_hf_overrides(r, "--hf-overrides", engine="vLLM", source=HF_OVERRIDES_SOURCE)
     read_cpu_offload(r)
     read_dbo(r)
     read_removed(r)
