@@ -446,6 +446,9 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
                 dp_attention=dp_attention,
                 pp=q.pp,
                 held=lambda t, role: get_format(held_stack.runtime_format(role, t.fmt)).nbytes(t.shape),
+                # the NextN layer's shared experts as the target's: over the whole TP group under DP attention where
+                # the reading says so (engines/sglang/serve.py mlp_whole_tp)
+                shared_tp=full_tp if "shared_expert" in (q.mlp_whole_tp or ((), None))[0] else None,
             ),
         )
         from k3plan.engines.sglang.dsv4_pool import FIXED_C128_FORMS, form_for_release
@@ -785,11 +788,19 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
             symm_mem_bytes=served.symm_mem_bytes,
             symm_mem_source=served.symm_mem_source,
             # DeepSeek-V4's shared expert split over the whole TP group into partial fp8 blocks: refused while the
-            # model is built (engines/sglang/fp8_block.py); --tp-size is the attention TP x DP under DP attention
+            # model is built (engines/sglang/fp8_block.py); --tp-size is the attention TP x DP under DP attention,
+            # where the command's reading says SGLang splits it so (engines/sglang/serve.py mlp_whole_tp: whole
+            # under SGLANG_SHARED_EXPERT_TP1 or an all-to-all backend)
             build_refusal=shared_expert_refusal(
                 setup.model.inventory,
                 hidden_size=spec.hidden_size,
-                tp_size=setup.parallel.tp * (setup.parallel.dp if st.dp_attention else 1),
+                tp_size=(
+                    setup.parallel.tp
+                    if not st.dp_attention
+                    else setup.parallel.tp * setup.parallel.dp
+                    if "shared_expert" in (served.mlp_whole_tp or ((), None))[0]
+                    else 1
+                ),
                 a2a_backend=served.stack_options.get("moe_a2a_backend", "none"),
                 release=served.release,
             ),

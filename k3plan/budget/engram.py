@@ -5,7 +5,8 @@ over the TP group) they are counted with the weights; in host memory (vLLM: pinn
 projections are, and the host must hold the tables and feed ``bytes_per_token`` a token over its host-to-HBM
 link (the hardware spec's ``memory_tiers.host_dram``). fit says which, with the figures, in its notes; where a
 model does not fit with the tables in HBM, the first advice is to move them to host memory (engines offer it:
-SGLang ``--engram-config '{"placement": "cpu"}'``, vLLM's default) before buying chips.
+SGLang ``SGLANG_ENABLE_DSV41_ENGRAM_HOST_TABLE=1`` (its wheels 0.5.21-0.5.23; no release's parser registers the
+``--engram-config`` its docs page shows), vLLM's default) before buying chips.
 """
 
 from __future__ import annotations
@@ -94,10 +95,9 @@ def notes(setup, tier: EngramTier, *, fits: bool, free_bytes: int) -> list[str]:
         rows = tier.hbm_bytes_per_device - tier.projection_bytes
         short = max(0, -free_bytes)
         enough = "enough on its own" if rows >= short else f"not enough on its own ({fmt_gib(short)} short)"
-        cpu = '{"placement": "cpu"}'
         out.append(
             f"advice: offload Engram before buying chips: its tables take {fmt_gib(rows)} a device here, {enough}; "
-            f"in host memory (SGLang --engram-config '{cpu}', vLLM's default) a token reads "
+            f"in host memory (SGLang SGLANG_ENABLE_DSV41_ENGRAM_HOST_TABLE=1, vLLM's default) a token reads "
             f"{tier.bytes_per_token:,} B of rows from the host instead"
         )
     return out

@@ -1056,7 +1056,10 @@ def parse_serve(
     if release_default:
         release = newest
     try:
-        model, rest = family.tokens(model, rest, release=release)  # its parser's spellings, of that release
+        # its parser's spellings, of that release (and post-release: SGLang's options by release read)
+        model, rest = family.tokens(
+            model, rest, release=release, release_post=release_post if not release_default else 0
+        )
     except K3PlanError as e:
         if not release_default or release is None:
             raise

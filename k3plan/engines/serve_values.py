@@ -455,10 +455,12 @@ def read_dcp(r: Reading, dcp: int, *, flag: str, tp_flag: str, engine: str, grou
 
 @dataclass(frozen=True, eq=False)  # hashed by identity: one table an engine, its options cached
 class OptionTable:
-    """The options an engine's argparse parser registers, by release read (each engine's generated table:
-    engines/sglang/server_flags.py, engines/vllm/serve_flags.py): ``flags`` the union, ``ranges`` the first and last
+    """The options an engine's argparse parser registers, by release read (a generated table of final releases, one
+    run of releases an option: engines/vllm/serve_flags.py): ``flags`` the union, ``ranges`` the first and last
     release read of an option not in every one, ``releases`` the releases read (oldest first), ``engine`` how the
-    refusal names the engine and ``where`` the parser's file it cites."""
+    refusal names the engine and ``where`` the parser's file it cites. SGLang's table (release candidates,
+    post-releases, an option registered in several runs of releases, its kinds and choices) keeps its own reader,
+    engines/sglang/serve.py release_options, and shares ``unabbreviated`` only."""
 
     engine: str
     where: str

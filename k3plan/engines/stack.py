@@ -77,6 +77,9 @@ ENGRAM_PLACEMENTS = ("hbm", "host")  # --engram: where DeepSeek-V4.1's n-gram ta
 # (SGLang's tp_size = attention TP x dp), which cuts the LM head there (Stack.lm_head_whole_tp); k3plan.sharding.mesh
 # expands it (Mesh.expand), never one of Mesh.aliases
 WHOLE_TP = "tp_x_dp"
+# the axis and its target Stack.with_mlp_whole_tp sets for a role other than an MLP's (``mlp: tp_x_dp``): the embedding
+# whole on every device (SGLang's DeepSeek-V4 VocabParallelEmbedding(enable_tp=False) under DP attention)
+DP_ATTENTION_SPLITS: dict[str, tuple[str, str | None]] = {"embed": ("vocab", None)}
 
 
 class Stack(Spec):
@@ -686,15 +689,17 @@ class Stack(Spec):
 
     def with_mlp_whole_tp(self, roles: tuple[str, ...], cite: Cite | None) -> Stack:
         """The stack with the MLP of ``roles`` (``dense_mlp``, ``shared_expert``) split over the whole TP group, every
-        device of a stage (the roles' override ``mlp: tp_x_dp``, cited by ``cite``, where the engine holds them so
-        under DP attention: SGLang, engines/sglang/serve.py mlp_whole_tp); no roles or no cite: as it is."""
+        device of a stage (the roles' override ``mlp: tp_x_dp``), and the ``embed`` role among them whole on every
+        device (``vocab: null``), cited by ``cite``, where the engine holds them so under DP attention (SGLang,
+        engines/sglang/serve.py mlp_whole_tp: DeepSeek-V4's embedding); no roles or no cite: as it is."""
         if cite is None or not roles:
             return self
         sh = self.sharding
         overrides = dict(sh.role_overrides)
         cited = dict(sh.cite) if sh.cite else {}
         for role in roles:
-            overrides[role] = {**overrides.get(role, {}), "mlp": WHOLE_TP}
+            axis, target = DP_ATTENTION_SPLITS.get(role, ("mlp", WHOLE_TP))
+            overrides[role] = {**overrides.get(role, {}), axis: target}
             if cited:
                 cited[f"role:{role}"] = cite
         return updated(self, sharding=updated(sh, role_overrides=overrides, cite=cited))

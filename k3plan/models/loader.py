@@ -63,10 +63,11 @@ def read_config(path: Path) -> dict:
 
 
 # the config.json fields an override may set (``load_model``'s ``overrides``): whole numbers the families read
-# straight into the spec (the decoder layers, how many of them are dense before the MoE ones, the positions the model
-# serves), whose whole effect is the spec's. A serve command's config override (an engine's own reading of it, in its
-# folder) is priced only over these
-OVERRIDABLE = ("num_hidden_layers", "first_k_dense_replace", "max_position_embeddings")
+# straight into the spec (the decoder layers, how many of them are dense before the MoE ones), whose whole effect is
+# the spec's. A serve command's config override (an engine's own reading of it, in its folder) is priced only over
+# these. Not max_position_embeddings: vLLM's own longest context may scale it by the rope factor at older releases
+# (the config's rope_scaling read beside it), which k3plan does not read, so an override of it is refused
+OVERRIDABLE = ("num_hidden_layers", "first_k_dense_replace")
 Overrides = tuple[tuple[str, int], ...]
 
 

@@ -103,6 +103,9 @@ def test_fit_advises_offloading_engram_before_chips():
     text = " ".join(out.output.split())
     assert "Engram tables 202,758,032,400 B in HBM" in text
     assert "advice: offload Engram before buying chips" in text
+    # the switch SGLang's code reads (its parser has no --engram-config: engines/sglang/server_flags.py)
+    advice = text.split("advice: offload Engram before buying chips")[1].split("warning:")[0].split("note:")[0]
+    assert "SGLANG_ENABLE_DSV41_ENGRAM_HOST_TABLE=1" in advice and "--engram-config" not in advice
 
 
 def test_csa2_terms_share_vllm_s_v41_slot_plan(spec):

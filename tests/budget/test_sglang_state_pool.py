@@ -66,7 +66,7 @@ def test_plan_row_is_fit_for_the_extra_buffer_stack(cli):
     pick = out["ranked"][0]
     seqs = out["launch"]["config"]["max_num_seqs"]
     assert f"--max-mamba-cache-size {-(-seqs // pick['dp']) * 5}" in launch
-    assert "--mamba-scheduler-strategy extra_buffer" in launch
+    assert "--mamba-radix-cache-strategy extra_buffer" in launch
 
 
 def test_the_sglang_launch_writes_the_derived_mem_fraction_static(cli):

@@ -186,7 +186,7 @@ def test_stack_options_away_from_their_defaults_become_flags_or_environment():
         (
             "dp-attention",
             "nvidia-b200",
-            " --moe-a2a-backend deepep --moe-runner-backend auto --mamba-scheduler-strategy no_buffer ",
+            " --moe-a2a-backend deepep --moe-runner-backend auto --mamba-radix-cache-strategy no_buffer ",
         ),
         ("vllm", "nvidia-b200", " --all2all-backend allgather_reducescatter "),
     ],

@@ -55,7 +55,18 @@ def test_vllm_s_weight_offload_is_refused_with_what_it_does(extra, says):
 
 
 def test_sglang_0_4_s_flags_read_as_those_releases_did():
-    q = _h200(SG_R1 + " --enable-ep-moe --enable-flashinfer-mla --dist-timeout 3600 --disaggregation-ib-device mlx5_0")
+    """Read as 0.4.7, a release whose parser registers all four (engines/sglang/server_flags.py: --enable-flashinfer-mla
+    0.4.3-0.4.7, --dist-timeout from 0.4.3.post3, --disaggregation-ib-device from 0.4.5.post2, --enable-ep-moe
+    0.4.0.post1-0.5.4)."""
+    from k3plan.engines.release import parse_release
+
+    q = parse_serve(
+        SG_R1 + " --enable-ep-moe --enable-flashinfer-mla --dist-timeout 3600 --disaggregation-ib-device mlx5_0",
+        platform="gpu",
+        device_gib=139.8,
+        device_name="nvidia-h200",
+        release=parse_release("0.4.7"),
+    )
     assert q.ep == 8  # --enable-ep-moe: ep_size = tp_size (ServerArgs.__post_init__ in the 0.4.x wheels)
     assert {"--enable-flashinfer-mla", "--dist-timeout", "--disaggregation-ib-device"} <= set(q.ignored)
     e5m2, e4m3 = (_h200(f"{SG_R1} --kv-cache-dtype {dt}").kv_dtype for dt in ("fp8_e5m2", "fp8_e4m3"))
@@ -214,7 +225,7 @@ def test_vllm_0_28_s_default_token_budget_on_a_160_gib_gpu(release, chunk):
 # Public commands a sweep of 121 (InferenceX @843c6254 single-node scripts, vllm-project/recipes @8959cf64, issue
 # threads) found refused for flags the engines accept (session 43)
 def test_sglang_takes_an_unambiguous_prefix_of_its_flag_and_refuses_an_ambiguous_one():
-    """SGLang's parser leaves argparse's allow_abbrev on (engines/sglang/server_flags.py, read from the 0.5.15-0.5.23
+    """SGLang's parser leaves argparse's allow_abbrev on (engines/sglang/server_flags.py, read from the 0.4.0-0.5.23
     wheels): sgl-project/sglang#15608 passes --context-len for --context-length; --tokenizer matches six flags."""
     q = _h200("python3 -m sglang.launch_server --model-path moonshotai/Kimi-K2-Thinking --tp 8 --context-len 131072")
     assert (q.context, q.tp) == (131_072, 8)
@@ -386,7 +397,7 @@ def test_sglang_s_fp4_indexer_elsewhere_is_refused_as_sglang_refuses_it(hardware
 
 
 def test_sglang_s_options_are_those_of_the_release_read():
-    """engines/sglang/server_flags.py holds the options of the 0.5.15-0.5.23 parsers (the sglang wheels (PyPI),
+    """engines/sglang/server_flags.py holds the options of the 0.4.0-0.5.23 parsers (the sglang wheels (PyPI),
     server_args.py and from 0.5.20 arg_groups/fields/*.py) with the releases of each not in all of them: 0.5.19
     registers --cuda-graph-max-bs as a deprecated alias of --cuda-graph-max-bs-decode (server_args.py add_cli_args,
     DeprecatedAliasStoreAction); 0.5.20 dropped it, and its argparse reads the old flag as an ambiguous prefix of

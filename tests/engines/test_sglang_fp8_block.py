@@ -40,10 +40,16 @@ def test_pro_at_tp16_is_refused_with_sglangs_message():
     [
         ("nvidia-h20", 16, "Flash", "0.5.12", ""),  # 2,048 / 16 = 128: whole blocks
         ("nvidia-h200", 8, "Pro", "0.5.12", ""),  # 3,072 / 8 = 384
-        ("nvidia-h20", 16, "Pro", "0.5.23", ""),  # 0.5.23 decides the fusion elsewhere: not read, not applied
         ("nvidia-h20", 16, "Pro", "0.5.12", " --moe-a2a-backend deepep"),  # DeepEP replicates the shared expert
     ],
 )
 def test_no_refusal_where_sglang_builds_whole_blocks_or_does_not_split(hw, tp, model, release, extra):
     eng = _fit(hw, tp, model, release, extra)
     assert "block_n" not in eng["message"]
+
+
+def test_0_5_23_refuses_it_too():
+    # 0.5.23 decides the fusion in resolve_shared_experts_config (DeepseekV4ForCausalLM.shared_experts_fusion_disable_
+    # reason: off without --enforce-shared-experts-fusion) and builds the shared expert over parallel_group 'tp'
+    eng = _fit("nvidia-h20", 16, "Pro", "0.5.23")
+    assert not eng["starts"] and "output_partition_size = 192" in eng["message"]

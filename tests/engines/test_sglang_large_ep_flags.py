@@ -69,8 +69,10 @@ def test_moe_dense_tp_size_under_dp_attention_and_where_the_class_does_not_read_
         ("--moe-dense-tp-size 2", "0.5.15", "only supports None, 1, or tp_size currently"),
         ("--moe-dense-tp-size 8", "0.5.12", "only support 1 and None currently"),
         ("--moe-dense-tp-size 1", "0.4.6", "read from 0.4.7 on"),
-        ("--disable-shared-experts-fusion", "0.4.6", "read from 0.4.7 on"),
-        ("--deepep-mode fast", "0.5.15", "expected one of auto, normal, low_latency"),
+        # registered in 0.4.4.post4-0.4.5.post1 and from 0.4.7 (engines/sglang/server_flags.py): 0.4.6's argparse
+        # stops at it
+        ("--disable-shared-experts-fusion", "0.4.6", "sglang 0.4.6's parser has no such option"),
+        ("--deepep-mode fast", "0.5.15", "invalid choice: 'fast' \\(choose from auto, normal, low_latency\\)"),
         ("--deepep-config c.json", "0.5.15", "DeepEP's normal-mode buffer sizes from a tuned config"),
     ],
 )

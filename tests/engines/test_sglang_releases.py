@@ -343,9 +343,109 @@ def test_a_gpu_command_that_names_no_release_is_read_as_the_newest_read_and_says
 
 
 def test_moe_a2a_backend_is_refused_where_sglang_s_parser_lacks_it(cli):
-    """--moe-a2a-backend: in the 0.5.0rc0 wheel's server_args.py, not in 0.4.10's (--enable-deepep-moe alone): a 0.4.x
-    command with it is refused in one line, as SGLang's argparse would refuse it."""
+    """--moe-a2a-backend: first registered in the 0.4.10.post2 wheel's server_args.py (choices ["deepep"] beside
+    --enable-deepep-moe), not in 0.4.10's or 0.4.10.post1's (engines/sglang/server_flags.py, read from the wheels): a
+    command of those with it is refused in one line naming the flag and the release, as SGLang's argparse stops at
+    it; 0.4.10.post2 takes it, and refuses a backend outside its choices ('invalid choice')."""
     cmd = "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp 8 --moe-a2a-backend deepep"
-    old = cli("fit", "-H", "nvidia-h200", "-t", "8", "--serve", cmd, "--engine-version", "0.4.10")
-    assert old.exit_code == 2 and "its parser has no such option (from 0.5.0" in old.output
-    assert cli("fit", "-H", "nvidia-h200", "-t", "8", "--serve", cmd, "--engine-version", "0.5.2").exit_code in (0, 1)
+    for release in ("0.4.10", "0.4.10.post1"):
+        old = cli("fit", "-H", "nvidia-h200", "-t", "8", "--serve", cmd, "--engine-version", release)
+        assert old.exit_code == 2 and len(old.output.strip().splitlines()) == 1, old.output
+        assert f"--moe-a2a-backend: sglang {release}'s parser has no such option" in old.output
+        assert "registered in sglang 0.4.10.post2-0.5.23" in old.output
+    for release in ("0.4.10.post2", "0.5.2"):
+        assert cli("fit", "-H", "nvidia-h200", "-t", "8", "--serve", cmd, "--engine-version", release).exit_code in (
+            0,
+            1,
+        )
+    none = cli("fit", "-H", "nvidia-h200", "-t", "8", "--serve", cmd.replace("deepep", "none"), "--engine-version",
+               "0.4.10.post2")  # fmt: skip
+    assert none.exit_code == 2 and "invalid choice: 'none' (choose from deepep)" in none.output
+
+
+def _read(cmd: str, release: str):
+    from k3plan.engines.release import parse_post, parse_release
+    from k3plan.engines.serve import parse_serve
+
+    return parse_serve(
+        cmd,
+        platform="gpu",
+        device_gib=139.8,
+        device_name="nvidia-h200",
+        release=parse_release(release),
+        release_post=parse_post(release),
+    )
+
+
+def test_an_alias_is_taken_where_its_release_registers_it():
+    """--ep: an alias of --ep-size first registered in the 0.4.10 wheel's server_args.py ('--ep-size', '--ep',
+    '--expert-parallel-size'); 0.4.9's parser has --expert-parallel-size beside --ep-size (from 0.4.0.post1) but no
+    --ep, and its argparse reads --ep as an ambiguous prefix of --ep-size, --ep-num-redundant-experts,
+    --ep-dispatch-algorithm and --eplb-* (engines/sglang/server_flags.py, read from the wheels)."""
+    from k3plan.errors import K3PlanError
+
+    cmd = "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp 8 {} 8"
+    assert _read(cmd.format("--ep"), "0.4.10").ep == 8
+    assert _read(cmd.format("--expert-parallel-size"), "0.4.9").ep == 8
+    with pytest.raises(K3PlanError, match=r"ambiguous option: --ep could match --ep-dispatch-algorithm, .*--ep-size"):
+        _read(cmd.format("--ep"), "0.4.9")
+
+
+def test_a_flag_of_a_later_release_is_refused_in_one_line_naming_it_and_the_release(cli):
+    """--language-model-only: first registered in the 0.5.18 wheel (engines/sglang/server_flags.py); a 0.5.17 command
+    with it stops at argparse's 'unrecognized arguments', said in one line with the releases that take it. A vLLM
+    spelling no SGLang release registers says SGLang's."""
+    cmd = "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp 8 --language-model-only"
+    old = cli("fit", "-H", "nvidia-h200", "-t", "8", "--serve", cmd, "--engine-version", "0.5.17")
+    assert old.exit_code == 2 and len(old.output.strip().splitlines()) == 1, old.output
+    assert "--language-model-only: sglang 0.5.17's parser has no such option" in old.output
+    assert "registered in sglang 0.5.18-0.5.23" in old.output
+    assert cli("fit", "-H", "nvidia-h200", "-t", "8", "--serve", cmd, "--engine-version", "0.5.18").exit_code in (0, 1)
+    vllm = cli(
+        "fit", "-H", "nvidia-h200", "-t", "8", "--serve", cmd.replace("--language-model-only", "--max-num-seqs 8")
+    )
+    assert vllm.exit_code == 2 and "SGLang's is --max-running-requests" in vllm.output
+    # a post-release not read is read as the newest read before it, and says so
+    late = cli("fit", "-H", "nvidia-h200", "-t", "8", "--serve", cmd, "--engine-version", "0.5.17.post3")
+    assert late.exit_code == 2 and "sglang 0.5.17.post3 (read as 0.5.17, the newest read before it)" in late.output
+
+
+def test_every_logged_sglang_case_s_release_has_its_own_parser_read():
+    """The release each SGLang case (tests/engines/cases) and public command names is one whose wheel the option
+    table was read from (engines/sglang/server_flags.py RELEASES), post-releases included: its flags are checked
+    against its own parser, not a neighbour's."""
+    from pathlib import Path
+
+    import yaml
+
+    from k3plan.engines.sglang.server_flags import RELEASES
+
+    here = Path(__file__).parent
+    named = {
+        str(c["engine_version"])
+        for c in (yaml.safe_load(p.read_text()) for p in sorted((here / "cases").glob("sglang-*.yaml")))
+        if "engine_version" in c
+    }
+    named |= {
+        str(c["engine_version"])
+        for c in yaml.safe_load((here / "public_commands.yaml").read_text())
+        if "engine_version" in c and "sglang" in c["command"]
+    }
+    assert {"0.4.2", "0.4.6.post2", "0.4.8.post1", "0.5.8", "0.5.12"} <= named
+    assert named <= set(RELEASES), sorted(named - set(RELEASES))
+
+
+def test_a_switch_takes_no_value_and_a_list_takes_several_as_the_release_s_parser_does():
+    """engines/sglang/server_flags.py KINDS, read from the wheels: --enable-dp-attention is a store_true switch in
+    every release that registers it (argparse stops at a value given to it: 'ignored explicit argument' for
+    --flag=value, the value left over as 'unrecognized arguments' otherwise); --cuda-graph-bs takes nargs "+" (its
+    values up to the next flag)."""
+    from k3plan.errors import K3PlanError
+
+    cmd = "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp 8 --dp 8 "
+    for given, said in (("--enable-dp-attention=true", "ignored explicit argument 'true'"),
+                        ("--enable-dp-attention true", "unrecognized arguments: true")):  # fmt: skip
+        with pytest.raises(K3PlanError, match=f"--enable-dp-attention is a switch in sglang 0.5.12's parser.*{said}"):
+            _read(cmd + given, "0.5.12")
+    q = _read(cmd + "--enable-dp-attention --cuda-graph-bs 8 16 32 --mem-fraction-static 0.8", "0.5.12")
+    assert (q.tp, q.dp, q.stack) == (1, 8, "dp-attention")

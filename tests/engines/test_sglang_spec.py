@@ -88,7 +88,7 @@ def test_what_sglang_refuses_or_k3plan_cannot_price_is_refused_in_one_line(cli, 
 
 
 def test_another_engine_s_spelling_is_refused_by_name(cli):
-    _refused(cli, f'{V3} --speculative-config \'{{"method": "mtp"}}\'', "is not sglang's speculative-decoding flag")
+    _refused(cli, f'{V3} --speculative-config \'{{"method": "mtp"}}\'', "vLLM's speculative-decoding flag; SGLang's is --speculative-algorithm")
 
 
 def test_v3_with_nextn_adds_the_draft_s_weights_and_kv_layer_to_the_start_check(cli):

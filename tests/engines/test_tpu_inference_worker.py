@@ -138,6 +138,61 @@ def test_the_jax_kimi_step_holds_a_moe_output_buffer_a_layer_against_the_1_minus
     )
 
 
+def test_the_vllm_deepseek_v3_step_is_the_compiled_step_and_its_moe_layers_code_from_the_records():
+    """vLLM's DeepSeek-V3-family model code under tpu-inference@e0e04e95 with attention DP: the constants are the
+    compile records' (reports/compile/tpu-inference-kimi-k2.6-step/records.json: benchmarks/
+    tpu_inference_moe_compile.py, tpu_inference_dsv3_step_compile.py, tpu_compile_code_in_hbm.py, jax 0.10.2): the
+    step's temporaries at 8,192 tokens (1 dense + k MoE layers: flat in k, the MoE's most of them), the smallest
+    growth of its generated code a MoE layer, and XLA:TPU counting the code in its compile-time check (a v5e)."""
+    from pathlib import Path
+
+    from k3plan.engines.tpu_inference import memory as m
+
+    records = json.loads(
+        (Path(__file__).parents[2] / "reports/compile/tpu-inference-kimi-k2.6-step/records.json").read_text()
+    )
+    moe = [r for r in records if r["script"].endswith("tpu_inference_moe_compile.py")]
+    moe_temps = [r["temp_bytes"] for r in moe if r["point"]["tokens"] * r["point"]["topk"] == m.DSV3_STEP_ROWS]
+    assert (moe[0]["point"]["hidden"], moe[0]["point"]["topk"]) == m.DSV3_COMPILED_SHAPE
+    steps = sorted(
+        (
+            r
+            for r in records
+            if r["script"].endswith("tpu_inference_dsv3_step_compile.py") and not r["point"]["no_embed"]
+        ),
+        key=lambda r: r["point"]["layers"],
+    )
+    growth = [
+        (b["code_bytes"] - a["code_bytes"]) // (b["point"]["layers"] - a["point"]["layers"])
+        for a, b in zip(steps, steps[1:])
+    ]
+    assert len(growth) >= 2 and min(growth) == m.DSV3_CODE_A_MOE_LAYER
+    temps = [r["temp_bytes"] for r in steps]
+    assert max(temps) - min(temps) < 0.05 * min(temps) and min(temps) == m.DSV3_STEP_TEMP_BYTES > max(
+        moe_temps
+    )  # flat; the MoE is under it
+    hbm = [r for r in records if r.get("check") == "compile_time_oom"]
+    # at the largest argument that compiled, one more step fits without the code and not with it
+    assert hbm and all(r["slack_with_code"] < r["bytes_a_step"] <= r["slack_without_code"] for r in hbm)
+    # Kimi-K2.6 (60 MoE layers) at the mlperf bucket (1,024 x DP 8): past the 2.18 GiB 0.977 leaves, under 0.95's 4.74
+    got = m.step_temporaries(
+        architecture="kimi_k25", options={"model_impl": "vllm"}, n_moe=60, top_k=8, expert_in=7168, tokens=1024, dp=8
+    )
+    assert got is not None and got[0] == m.DSV3_STEP_TEMP_BYTES + 60 * m.DSV3_CODE_A_MOE_LAYER
+    assert int(0.023 * 94.75 * GiB) < got[0] < int(0.05 * 94.75 * GiB)
+    half = m.step_temporaries(
+        architecture="deepseek_v3", options={"model_impl": "vllm"}, n_moe=58, top_k=8, expert_in=7168, tokens=512, dp=8
+    )
+    assert half is not None and half[0] == m.DSV3_STEP_TEMP_BYTES // 2 + 58 * m.DSV3_CODE_A_MOE_LAYER
+    # without attention DP, at shapes not compiled, and on other models: not priced
+    for kw in (
+        dict(architecture="kimi_k25", dp=1, expert_in=7168),
+        dict(architecture="kimi_k25", dp=8, expert_in=4096),
+        dict(architecture="qwen3_moe", dp=8, expert_in=7168),
+    ):
+        assert m.step_temporaries(options={"model_impl": "vllm"}, n_moe=60, top_k=8, tokens=1024, **kw) is None  # type: ignore[arg-type]
+
+
 def test_the_step_temporaries_refuse_the_start_only_past_the_share_left():
     """The Kimi-Linear CI step (tpu-inference-kimi-linear-v7x8-ep8-*): 7.31 GiB of MoE buffers at the largest bucket
     fit the 37.90 GiB 0.60 leaves and not the 4.74 GiB 0.95 leaves."""

@@ -90,9 +90,10 @@ def test_flags_gone_from_0_28_are_refused_there_and_read_before():
 
 def test_hf_overrides_prices_the_fields_k3plan_s_spec_reads_and_refuses_any_other():
     """--hf-overrides (ModelConfig.hf_overrides: its flat fields set over the Hugging Face config before the model is
-    built, config.update(hf_overrides_kw), the 0.11.2-0.34.0 wheels): num_hidden_layers / first_k_dense_replace /
-    max_position_embeddings read into the question, the model keeping its name; any other field, a value that is not
-    a whole number, or a nested object refused by name (exit 2)."""
+    built, config.update(hf_overrides_kw), the 0.11.2-0.34.0 wheels): num_hidden_layers / first_k_dense_replace read
+    into the question, the model keeping its name; any other field (max_position_embeddings among them: vLLM may
+    scale it by the rope factor, not read), a value that is not a whole number, or a nested object refused by name
+    (exit 2)."""
     base = "vllm serve deepseek-ai/DeepSeek-V3 --tensor-parallel-size 8 --hf-overrides "
     q = _read(base + """'{"num_hidden_layers":4, "first_k_dense_replace": 1}'""")
     assert (q.model, q.hf_overrides) == ("deepseek-v3", (("num_hidden_layers", 4), ("first_k_dense_replace", 1)))
@@ -100,6 +101,7 @@ def test_hf_overrides_prices_the_fields_k3plan_s_spec_reads_and_refuses_any_othe
     assert _read(base + "'{}'").hf_overrides == ()
     for value, says in (
         ('{"rope_theta": 1}', "--hf-overrides rope_theta: vLLM sets it over"),
+        ('{"max_position_embeddings": 8192}', "--hf-overrides max_position_embeddings: vLLM sets it over"),
         ('{"text_config": {"num_hidden_layers": 4}}', "--hf-overrides text_config"),
         ('{"num_hidden_layers": 0}', "num_hidden_layers 0: expected a whole number from 1"),
         ('{"num_hidden_layers": "4"}', "expected a whole number"),

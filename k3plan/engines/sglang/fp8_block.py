@@ -17,8 +17,11 @@ modelopt_fp4 checkpoint only: srt/layers/moe/utils.py should_use_flashinfer_cutl
 SGLANG_SHARED_EXPERT_TP1 (srt/models/deepseek_v2.py DeepseekV2MoE.__init__, sglang 0.5.12-0.5.23 wheels) -- and it
 is not fused into the routed experts: 0.5.12-0.5.14's ``DeepseekV4ForCausalLM.determine_num_fused_shared_experts``
 turns the fusion off always, 0.5.15-0.5.22's only with --enforce-shared-experts-fusion (a flag k3plan refuses);
-0.5.23 decides it elsewhere (``get_num_fused_shared_experts``), not read here, so the check is applied for
-0.5.12-0.5.22 only. DeepSeek-V4-Pro (I = 3,072) at --tp-size 16 has gate and up partitions of 192 rows: refused, as
+0.5.23 decides it before the model is built (model_loader/loader.py calls layers/moe/utils.py
+resolve_shared_experts_config, which asks ``DeepseekV4ForCausalLM.shared_experts_fusion_disable_reason``: off without
+enforce_shared_experts_fusion, and under expert parallelism without DeepEP / MegaMoE per-rank slots), and builds the
+shared expert with parallel_group 'tp' (``validate_block_quant_shapes`` reads layer.tp_group.world_size, the whole
+group), so the check is applied for 0.5.12-0.5.23. DeepSeek-V4-Pro (I = 3,072) at --tp-size 16 has gate and up partitions of 192 rows: refused, as
 sgl-project/sglang#23602 logs ("Weight output_partition_size = 192 is not divisible by weight quantization block_n
 = 128"); V4-Flash (I = 2,048) passes at 16 and is refused at 32. Only the default --moe-a2a-backend none is read as
 the TP-split shared expert (the other backends SGLang splits it for, customized and ascend_tp, are not priced)."""
@@ -34,7 +37,7 @@ if TYPE_CHECKING:
 
 BLOCK = 128  # DeepSeek-V4's quantization_config.weight_block_size [128, 128] (formats.ds_fp8)
 FORMATS = frozenset({"ds_fp8", "fp8_block"})  # k3plan's 128 x 128 block fp8 formats (models/formats.py)
-CHECKED: tuple[Release, Release] = ((0, 5, 12), (0, 5, 22))  # the releases whose V4 shared expert was read unfused
+CHECKED: tuple[Release, Release] = ((0, 5, 12), (0, 5, 23))  # the releases whose V4 shared expert was read unfused
 RAISED_AT = (
     "sgl-project/sglang 0.5.12 (PyPI wheel) srt/layers/quantization/fp8.py Fp8LinearMethod.validate_block_quant_shapes "
     "(from create_weights, building DeepseekV2MoE's shared expert gate_up_proj: srt/models/deepseek_v2.py, while the "

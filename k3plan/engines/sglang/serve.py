@@ -3,12 +3,12 @@ GPU memory, DP attention's split of --tp-size, and the launch-line flags k3plan 
 
 from __future__ import annotations
 
+import re
 from typing import Callable
 
 from k3plan.engines.dp_attention import ENGINE as DP_ATTENTION
 from k3plan.engines.release import Release, release_text
 from k3plan.engines.serve_values import (
-    OptionTable,
     Reading,
     ServeCommand,
     config_file_args,
@@ -40,7 +40,9 @@ from k3plan.engines.sglang.releases import (
     SYMM_PREALLOC_SOURCE,
     follows,
 )
+from k3plan.engines.sglang.server_flags import CHOICES as SERVER_FLAG_CHOICES
 from k3plan.engines.sglang.server_flags import FLAGS as SERVER_FLAGS
+from k3plan.engines.sglang.server_flags import KINDS as SERVER_FLAG_KINDS
 from k3plan.engines.sglang.server_flags import RANGES as SERVER_FLAG_RANGES
 from k3plan.engines.sglang.server_flags import RELEASES as SERVER_FLAG_RELEASES
 from k3plan.engines.sglang.spec import read_speculative
@@ -62,8 +64,9 @@ COMMANDS = (
     ServeCommand(("sglang", "serve"), positional_model=True, usage="'sglang serve MODEL ...'"),
 )
 SWITCHES: frozenset[str] = frozenset()  # the switches k3plan reads are vLLM's (read as switches here too)
-# ServerArgs' list flags (nargs="+"): the CUDA-graph batch sizes (python/sglang/srt/server_args.py)
-NARGS = frozenset({"--cuda-graph-bs", "--cuda-graph-bs-decode", "--cuda-graph-bs-prefill"})
+# ServerArgs' list flags (nargs "+" / "*": the CUDA-graph batch sizes among them) are joined by ``tokens`` as the
+# release's parser takes them (by_kind over engines/sglang/server_flags.py KINDS), none left to the shared reader
+NARGS: frozenset[str] = frozenset()
 
 
 def default_chunk(device_gib: float) -> tuple[int, str]:
@@ -83,10 +86,13 @@ def default_chunk(device_gib: float) -> tuple[int, str]:
 def launch_flags(get, options: dict[str, str], ignored: list[str]) -> bool:
     """Issue 48: SGLang's flags k3plan's launch lines write that the reading does not take, read as ServerArgs
     defines them (python/sglang/srt/server_args.py); -> whether DP attention is on (--enable-dp-attention: the
-    dp-attention stack). --mamba-scheduler-strategy and --disable-radix-cache are the sglang stack's options of
-    those names; --nnodes / --node-rank / --dist-init-addr (which host runs which rank) are listed as ignored: they
+    dp-attention stack). --mamba-radix-cache-strategy (--mamba-scheduler-strategy before 0.5.20) and
+    --disable-radix-cache are the sglang stack's options of those names; --nnodes / --node-rank / --dist-init-addr (which host runs which rank) are listed as ignored: they
     change nothing k3plan prices (--max-mamba-cache-size, the state slots, is read before: ``read``)."""
-    strategy = get("--mamba-scheduler-strategy", None)
+    # 0.5.14's --mamba-radix-cache-strategy, and its old spelling (to 0.5.19): one option (the stack's
+    # mamba_scheduler_strategy, stack.yaml); each release's parser refuses the spelling it lacks (tokens)
+    new, old = get("--mamba-radix-cache-strategy", None), get("--mamba-scheduler-strategy", None)
+    strategy = new if new is not None else old
     if strategy is not None:
         options["mamba_scheduler_strategy"] = strategy
     if get("--disable-radix-cache", "false").lower() not in ("false", "0"):
@@ -102,12 +108,6 @@ def launch_flags(get, options: dict[str, str], ignored: list[str]) -> bool:
 # = dp_size, dp_size = 1; --dp-size then counts replicas of the server; sglang 0.5.22 and 0.5.23 wheels,
 # arg_groups/fields/parallel.py ParallelConfig.attn_dp_size)
 ATTN_DP_FLAGS = ("--attn-dp-size", "--attention-data-parallel-size")
-# --moe-a2a-backend: in the 0.5.0rc0 wheel's server_args.py (choices ["deepep"], --enable-deepep-moe kept as
-# "(Deprecated)"), not in 0.4.10's (--enable-deepep-moe alone)
-A2A_FLAG_FROM: Release = (0, 5, 0)
-A2A_FLAG_SOURCE = (
-    "sglang 0.5.0rc0 and 0.5.2 wheels (PyPI), sglang/srt/server_args.py ServerArgs.add_cli_args; not in 0.4.10"
-)
 
 
 def attn_dp_size(r: Reading) -> bool:
@@ -117,8 +117,8 @@ def attn_dp_size(r: Reading) -> bool:
     if not given:
         return False
     flag, raw = given[0]
-    options, said = release_options(r.release)
-    if flag not in options:  # a release before 0.5.22: its argparse has no such option
+    options, said = release_options(r.release, r.release_post)
+    if flag not in options:  # a release before 0.5.22 (refused before: tokens)
         raise K3PlanError(
             f"--serve: {flag}: {said}'s parser has no such option (from 0.5.22); write --dp-size N --enable-dp-attention"
         )
@@ -146,6 +146,9 @@ def dp_attention_tp(tp_size: int, dp: int) -> int:
 
 # SGLang's Engram placement flag (docs.sglang.io/docs/advanced_features/engram, as read for this engine's
 # Engram placement, engines/sglang/dsv4.py; commit not pinned): --engram-config '{"placement": "gpu" | "cpu", ...}'
+# No sglang wheel read (0.4.0-0.5.23, engines/sglang/server_flags.py) registers --engram-config: tokens refuses it
+# under each of them (their Engram placement is SGLANG_ENABLE_DSV41_ENGRAM_HOST_TABLE, engram_host_env below); the
+# reading stays for a release whose parser takes it
 ENGRAM_CONFIG_PLACEMENT = {"gpu": "hbm", "cpu": "host"}
 
 
@@ -243,12 +246,18 @@ def dsv4_fp4_experts_env(r: Reading) -> None:
 KNOWN_ENV = frozenset({LONG_CONTEXT_ENV, SYMM_PREALLOC_ENV, ENGRAM_HOST_ENV, ENGRAM_LAYOUT_ENV, FP4_EXPERTS_ENV})
 
 
-def tokens(model: str | None, rest: list[str], *, release: Release | None = None) -> tuple[str | None, list[str]]:
+def tokens(
+    model: str | None, rest: list[str], *, release: Release | None = None, release_post: int = 0
+) -> tuple[str | None, list[str]]:
     """`sglang serve MODEL ...`: the positional MODEL read as --model-path MODEL; a --config file's flags first
     (serve_values.config_file_args); an abbreviated flag as the one it stands for in ``release``'s parser
-    (``unabbreviated`` over ``release_options``)."""
-    options, said = release_options(release)
+    (``unabbreviated`` over ``release_options``); a flag that parser does not register refused
+    (``refuse_unregistered``)."""
+    options, said = release_options(release, release_post)
     rest = [unabbreviated(tok, options, said) for tok in config_file_args(rest, engine=ENGINE)]
+    for tok in rest:
+        refuse_unregistered(tok, options, said)
+    rest = by_kind(rest, _read_release(release, release_post) if release is not None else None, said)
     return None, (rest if model is None else ["--model-path", model, *rest])
 
 
@@ -324,28 +333,155 @@ def refuse_v41_before(r: Reading) -> None:
         )
 
 
+def _order(version: str) -> tuple[int, int, int, int, int]:
+    """A release read's place (engines/sglang/server_flags.py RELEASES): 0.5.0rc2 before 0.5.0, 0.4.8 before
+    0.4.8.post1 (benchmarks/sglang_server_flags.py order)."""
+    m = _READ_VERSION.fullmatch(version)
+    assert m is not None, version
+    return int(m[1]), int(m[2]), int(m[3]), int(m[5]) - 100 if m[4] else 0, int(m[6] or 0)
+
+
+_READ_VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)(?:(rc)(\d+))?(?:\.post(\d+))?")
+
+
+def _read_release(release: Release, post: int = 0) -> str:
+    """The release read (engines/sglang/server_flags.py RELEASES) whose parser ``release`` (``post``: its
+    post-release number) has: itself where read, else the newest read before it (0.5.0, never published: its last
+    release candidate, 0.5.0rc2), the oldest read for one before them all."""
+    at = (*release, 0, post)
+    read = [r for r in SERVER_FLAG_RELEASES if _order(r) <= at]
+    return read[-1] if read else SERVER_FLAG_RELEASES[0]
+
+
+def _in_range(flag: str, release: str) -> bool:
+    runs = SERVER_FLAG_RANGES.get(flag, ((SERVER_FLAG_RELEASES[0], SERVER_FLAG_RELEASES[-1]),))
+    return any(_order(first) <= _order(release) <= _order(last) for first, last in runs)
+
+
 # the options each release read registers, and what argparse also matches a prefix against: the parser's own --help
-OPTIONS = OptionTable(
-    engine="sglang",
-    where="server_args.py",
-    flags=SERVER_FLAGS,
-    ranges=SERVER_FLAG_RANGES,
-    releases=SERVER_FLAG_RELEASES,
-)
+_BY_RELEASE = {r: frozenset({f for f in SERVER_FLAGS if _in_range(f, r)} | {"--help"}) for r in SERVER_FLAG_RELEASES}
+_UNION = SERVER_FLAGS | {"--help"}
 
 
-def release_options(release: Release | None) -> tuple[frozenset[str], str]:
-    """The options SGLang's parser of ``release`` registers (with --help) and what they are, for the prefix matching;
-    None (no release named): the union of the releases read, an option any of them takes (serve_values.OptionTable
-    over engines/sglang/server_flags.py)."""
-    return OPTIONS.options(release)
+def release_options(release: Release | None, post: int = 0) -> tuple[frozenset[str], str]:
+    """The options SGLang's parser of ``release`` (``post``: its post-release number) registers (with --help) and
+    what they are, for the prefix matching and the refusal of an option it lacks; None (no release named): the union
+    of the releases read, an option any of them takes."""
+    if release is None:
+        return _UNION, f"sglang {SERVER_FLAG_RELEASES[0]}-{SERVER_FLAG_RELEASES[-1]} (any of them)"
+    read = _read_release(release, post)
+    asked = release_text(release) + (f".post{post}" if post else "")
+    if read == asked:
+        return _BY_RELEASE[read], f"sglang {read}"
+    how = "the oldest read" if _order(read) > (*release, 0, post) else "the newest read before it"
+    return _BY_RELEASE[read], f"sglang {asked} (read as {read}, {how})"
 
 
-def unabbreviated(token: str, options: frozenset[str] | None = None, said: str = "") -> str:
-    """A flag as SGLang's parser reads it (argparse, allow_abbrev on: serve_values.unabbreviated) over ``options``
-    (``release_options``; None: the union of the releases read)."""
-    if options is None:
-        options, said = OPTIONS.options(None)
+def _registered_in(flag: str) -> str:
+    """The releases read that register ``flag``, in words."""
+    runs = SERVER_FLAG_RANGES.get(flag, ((SERVER_FLAG_RELEASES[0], SERVER_FLAG_RELEASES[-1]),))
+    return ", ".join(a if a == b else f"{a}-{b}" for a, b in runs)
+
+
+# another engine's spellings a SGLang command is sometimes given, with SGLang's own (vLLM's engine arguments)
+OTHER_SPELLINGS = {
+    "--max-num-seqs": "vLLM's flag; SGLang's is --max-running-requests",
+    "--max-num-batched-tokens": "vLLM's flag; SGLang's is --chunked-prefill-size",
+    "--max-model-len": "vLLM's flag; SGLang's is --context-length",
+    "--num-gpu-blocks-override": "vLLM's flag",
+    "--speculative-config": "vLLM's speculative-decoding flag; SGLang's is --speculative-algorithm with its companions",
+    "--num-speculative-tokens": "vLLM's speculative-decoding flag; SGLang's is --speculative-num-draft-tokens",
+}
+
+
+def refuse_unregistered(token: str, options: frozenset[str], said: str) -> None:
+    """A flag the release's parser does not register: refused in one line naming the flag and the release, as
+    SGLang's argparse stops at it ('unrecognized arguments'), with the releases read that do register it."""
+    name = token.partition("=")[0]
+    if not name.startswith("--") or name == "--" or name in options:
+        return
+    where = (
+        f"registered in sglang {_registered_in(name)}"
+        if name in SERVER_FLAGS
+        else f"no sglang release read, {SERVER_FLAG_RELEASES[0]}-{SERVER_FLAG_RELEASES[-1]}, registers it"
+    )
+    hint = f"; {OTHER_SPELLINGS[name]}" if name in OTHER_SPELLINGS else ""
+    raise K3PlanError(
+        f"--serve: {name}: {said}'s parser has no such option (argparse stops at 'unrecognized arguments'; {where}: "
+        f"engines/sglang/server_flags.py, read from the wheels){hint}; remove it or name the release it runs with "
+        "--engine-version"
+    )
+
+
+def option_kind(flag: str, read: str | None) -> str:
+    """How ``flag`` takes its value in the release read ``read`` (engines/sglang/server_flags.py KINDS): "switch",
+    "list" or "value"; None (no release): its kind where every release read agrees, else "value"."""
+    kind = SERVER_FLAG_KINDS.get(flag, "value")
+    if isinstance(kind, str):
+        return kind
+    if read is None:
+        return "value"
+    return next((k for a, b, k in kind if _order(a) <= _order(read) <= _order(b)), "value")
+
+
+def by_kind(rest: list[str], read: str | None, said: str) -> list[str]:
+    """The flags as the release's argparse takes their values (``option_kind``): a list option's values up to the next
+    flag joined into one (--cuda-graph-bs 1 2 4: '1 2 4'); a switch given a value refused, as argparse stops at it
+    ('ignored explicit argument', or the value left over: 'unrecognized arguments')."""
+    out: list[str] = []
+    i = 0
+    while i < len(rest):
+        tok = rest[i]
+        name, eq, _ = tok.partition("=")
+        kind = option_kind(name, read) if name.startswith("--") else "value"
+        after = i + 1
+        while after < len(rest) and not rest[after].startswith("-"):
+            after += 1
+        if kind == "switch" and (eq or after > i + 1):
+            value = tok.partition("=")[2] if eq else rest[i + 1]
+            what = f"ignored explicit argument {value!r}" if eq else f"unrecognized arguments: {value}"
+            raise K3PlanError(
+                f"--serve: {name} {value}: {name} is a switch in {said}'s parser (it takes no value: engines/sglang/"
+                f"server_flags.py KINDS), and argparse stops at '{what}'; write {name} alone"
+            )
+        if kind == "list" and not eq and after > i + 1:
+            out.append(f"{name}={' '.join(rest[i + 1 : after])}")
+            i = after
+            continue
+        out.append(tok)
+        i += 1
+    return out
+
+
+# another engine's values a SGLang flag is sometimes given
+OTHER_VALUES = {("--kv-cache-dtype", "nvfp4_ds_mla"): "nvfp4_ds_mla is vLLM's DeepSeek-V4.1 record, not SGLang's"}
+
+
+def check_choices(r: Reading) -> None:
+    """A value k3plan reads outside the choices the release's parser gives the option (engines/sglang/server_flags.py
+    CHOICES): refused as SGLang's argparse refuses it ('invalid choice'). A release whose choices were not read
+    (a module constant of another file) is not checked."""
+    if r.release is None:
+        return
+    read = _read_release(r.release, r.release_post)
+    for flag, rows in SERVER_FLAG_CHOICES.items():
+        value = r.flags.get(flag)
+        if value is None:
+            continue
+        choices = next((c for a, b, c in rows if _order(a) <= _order(read) <= _order(b)), None)
+        if choices is not None and value not in choices:
+            _, said = release_options(r.release, r.release_post)
+            raise K3PlanError(
+                f"--serve: {flag} {value}: {said}'s parser refuses it, 'argument {flag}: invalid choice: {value!r} "
+                f"(choose from {', '.join(choices)})' (engines/sglang/server_flags.py CHOICES, read from the wheel)"
+                + (f"; {OTHER_VALUES[flag, value]}" if (flag, value) in OTHER_VALUES else "")
+            )
+
+
+def unabbreviated(token: str, options: frozenset[str] = _UNION, said: str = "") -> str:
+    """A flag as SGLang's parser reads it (argparse, allow_abbrev on: serve_values.unabbreviated, the prefix matching
+    vLLM's reader shares) over ``options`` (``release_options``: engines/sglang/server_flags.py, the options of the
+    releases read), ``said`` what they are."""
     return shared_unabbreviated(token, options, said or "the releases read", engine="SGLang", where="server_args.py")
 
 
@@ -490,6 +626,7 @@ def read(r: Reading) -> None:
     batch, the memory options, --moe-a2a-backend (SGLang's default none), the launch-line flags (DP attention),
     the dtypes, --engram-config, the quantization; refusing vLLM's spellings by name."""
     get = r.get
+    check_choices(r)  # the values the release's parser refuses
     r.model = get("--model-path", "") or get("--model", "")
     if not r.model:
         raise K3PlanError("--serve: sglang.launch_server needs --model-path MODEL")
@@ -542,13 +679,9 @@ def read(r: Reading) -> None:
         "DSV4_RUNNING); the engine line says which"
     )
     r.memory_options()
+    # --moe-a2a-backend: first registered in 0.4.10.post2 (choices ["deepep"] beside --enable-deepep-moe), a command
+    # of an earlier release refused with it (tokens: engines/sglang/server_flags.py)
     a2a = get("--moe-a2a-backend", None)
-    if a2a is not None and r.release is not None and r.release < A2A_FLAG_FROM:
-        raise K3PlanError(
-            f"--serve: --moe-a2a-backend under sglang {release_text(r.release)}: its parser has no such option (from "
-            f"{release_text(A2A_FLAG_FROM)}: {A2A_FLAG_SOURCE}); that release's DeepEP switch, --enable-deepep-moe, is "
-            "not priced"
-        )
     # SGLang's own default is none (server_args.py ServerArgs.moe_a2a_backend, engines/flags.py SGLANG_A2A), not
     # the DeepEP deployment the sglang stack prices by default: a command without the flag runs none
     r.options["moe_a2a_backend"] = a2a if a2a is not None else SGLANG_A2A_DEFAULT
@@ -1133,12 +1266,20 @@ MLP_WHOLE_TP = Cite(
 FP4_ALLGATHER_FROM: Release = (0, 5, 6)  # the first wheel read with should_use_flashinfer_cutlass_moe_fp4_allgather
 SHARED_TP1_ENV = "SGLANG_SHARED_EXPERT_TP1"
 SHARED_TP1_ENV_FROM: Release = (0, 5, 12)  # in the 0.5.12 wheel's deepseek_v2.py, not in 0.5.11's
+SHARED_TP1 = Cite(
+    holds="SGLang builds the shared experts whole on every GPU (DeepseekV2MLP tp_rank 0, tp_size 1; 0.5.22-0.5.23 "
+    "parallel_group 'replicated') under SGLANG_SHARED_EXPERT_TP1 (0.5.12 on) or the FlashInfer CUTLASS FP4 "
+    "all-gather (0.5.6 on), an all-to-all backend or not",
+    sources=(MLP_WHOLE_TP_SOURCE,),
+)
 
 
-def _dp_shared_whole_tp(r: Reading, model: str, release: Release) -> bool:
-    """Whether SGLang splits DeepSeek-V3-class shared experts over its whole TP group under DP attention
-    (``MLP_WHOLE_TP``); False where it holds them whole on every GPU (k3plan's dp-attention rule), with a caveat where
-    it holds a share k3plan does not price."""
+def _dp_shared_whole_tp(r: Reading, model: str, release: Release) -> bool | Cite:
+    """Whether SGLang splits DeepSeek-V3-class (and V4's) shared experts over its whole TP group under DP attention
+    (``MLP_WHOLE_TP``): True; where it holds them whole on every GPU without an all-to-all backend, the Cite that says
+    so (which ``mlp_whole_tp`` sets as ``Reading.shared_expert_whole``: the stack's moe_a2a_backend none splits them
+    over the attention-TP group otherwise), with a caveat where it holds a share k3plan does not price; False under an
+    all-to-all backend (the stack's own rule holds them whole)."""
     if r.options.get("moe_a2a_backend", SGLANG_A2A_DEFAULT) != "none":
         return False  # DeepEP and the other all-to-all backends: tp_size 1, whole
     if SHARED_CLONES_FROM <= release < SHARED_ONE_FROM and model.startswith(SHARED_CLONE_MODELS):
@@ -1148,7 +1289,7 @@ def _dp_shared_whole_tp(r: Reading, model: str, release: Release) -> bool:
                 "shared expert tp_size times into the routed MoE (one whole a GPU, as priced), 0.4.6.post4-0.4.6.post5 "
                 f"split it over the whole TP group ({SHARED_CLONES_SOURCE})"
             )
-        return False  # 0.4.6's tp_size clones: one whole shared expert a GPU
+        return SHARED_CLONES  # 0.4.6's tp_size clones: one whole shared expert a GPU
     ep = r.ep or 1
     if release >= SHARED_EP_FROM and ep > 1 and r.device_name.startswith("amd-") and model.startswith(SHARED_EP_MODELS):
         overlap = release >= SHARED_EP_OVERLAP_FROM and "two_batch_overlap" in r.prefill_conditions
@@ -1159,7 +1300,7 @@ def _dp_shared_whole_tp(r: Reading, model: str, release: Release) -> bool:
                     f"holds the fused shared expert split {r.tp // ep} ways (moe_tp_size); k3plan holds it whole "
                     f"({SHARED_EP_SOURCE.note})"
                 )
-            return False  # fused, every EP rank a local copy: whole at ep = tp_size
+            return SHARED_EP  # fused, every EP rank a local copy: whole at ep = tp_size
     runner = r.get("--moe-runner-backend", None)
     if (
         release >= FP4_ALLGATHER_FROM
@@ -1167,29 +1308,74 @@ def _dp_shared_whole_tp(r: Reading, model: str, release: Release) -> bool:
         and fp4_storage(model) == "nvfp4"
         and ep == r.dp
     ):
-        return False  # the FP4 all-gather: tp_size 1, whole
+        return SHARED_TP1  # the FP4 all-gather: tp_size 1, whole
     on = r.env.get(SHARED_TP1_ENV)
     if on is not None and release >= SHARED_TP1_ENV_FROM:
         r.env_read.add(SHARED_TP1_ENV)
         if env_on(on):
-            return False
+            return SHARED_TP1
     return True
+
+
+# DeepSeek-V4 under DP attention (V4-Flash / V4-Pro, and V4.1, which configs/deepseek_v41.py serves with the same
+# DeepseekV4ForCausalLM): every DeepseekV4DecoderLayer builds deepseek_v2.DeepseekV2MoE (no dense MLP), whose shared
+# expert is the DeepseekV2MLP above, over the whole TP group on the same conditions (whole under an all-to-all
+# backend, the FP4 all-gather or SGLANG_SHARED_EXPERT_TP1) and never fused into the routed experts (fusion off always
+# in 0.5.12-0.5.14, without --enforce-shared-experts-fusion, which k3plan refuses, in 0.5.15-0.5.23); DeepseekV4Model's
+# embed_tokens is VocabParallelEmbedding(enable_tp=not is_dp_attention_enabled()): whole on every GPU, where V3's is
+# over the attention-TP group (use_attn_tp_group / get_embedding_tp_kwargs). The attention (MQALayer: wq_b and wo_a
+# ColumnParallelLinear, wo_b RowParallelLinear over the attention-TP group; wq_a / wkv replicated) and the LM head
+# (ParallelLMHead use_attn_tp_group=enable_dp_lm_head: dp_lm_head) are split as the dp-attention stack and V3's
+# command already split them. So the roles SGLang moves off the attention-TP group are the shared expert (over the
+# whole TP group) and the embedding (whole), set through the same override (Stack.with_mlp_whole_tp)
+V4_DP_MODELS = ("deepseek-v4",)  # deepseek-v4-flash, deepseek-v4-pro, deepseek-v4.1-flash (resolved names, by prefix)
+MLP_WHOLE_TP_V4_SOURCE = Source(
+    repo=SGLANG,
+    file="python/sglang/srt/models/deepseek_v4.py",
+    symbol="DeepseekV4DecoderLayer.__init__ (0.5.23 DeepseekV4DecoderLayerBase: mlp = deepseek_v2.DeepseekV2MoE("
+    "is_deepseek_v4=True) in every layer, no dense MLP); DeepseekV4Model.__init__ (embed_tokens = "
+    "VocabParallelEmbedding(enable_tp=not is_dp_attention_enabled()): tp_size 1 under DP attention, "
+    "layers/vocab_parallel_embedding.py); MQALayer.__init__ (wq_b / wo_a / wo_b over get_attention_tp_size(), 0.5.15 "
+    "get_parallel().attn_tp_size, 0.5.22-0.5.23 parallel_group 'attn_tp'); DeepseekV4ForCausalLM."
+    "determine_num_fused_shared_experts (0.5.12-0.5.14: fusion off; 0.5.15-0.5.22: off without "
+    "enforce_shared_experts_fusion) and 0.5.23's shared_experts_fusion_disable_reason (the same, read by "
+    "layers/moe/utils.py resolve_shared_experts_config from model_loader/loader.py)",
+    note="read in the sglang 0.5.12-0.5.23 wheels (PyPI): the embedding and the DeepseekV2MoE layer in each; the "
+    "shared expert's DeepseekV2MLP in deepseek_v2.py DeepseekV2MoE.__init__ (tp_rank=0, tp_size=1 if "
+    "_shared_expert_use_tp1 in 0.5.12-0.5.21, parallel_group='replicated' if _shared_expert_use_tp1 else 'tp' in "
+    "0.5.22-0.5.23); V4.1's architectures rewritten to DeepseekV4ForCausalLM in 0.5.23 configs/deepseek_v41.py",
+)
+MLP_WHOLE_TP_V4 = Cite(
+    holds="under DP attention SGLang splits DeepSeek-V4's shared expert, without an all-to-all backend, over the "
+    "whole TP group (tp_size = attention TP x dp_size, every GPU of the server) and holds its embedding whole on "
+    "every GPU, not over the attention-TP group; V4 has no dense MLP",
+    sources=(MLP_WHOLE_TP_V4_SOURCE, MLP_WHOLE_TP_SOURCE),
+)
 
 
 def mlp_whole_tp(r: Reading) -> None:
     """The dense MLP and the shared experts over SGLang's whole TP group under DP attention (``MLP_WHOLE_TP``):
     ``Reading.mlp_whole_tp``, the roles it moves, for DeepseekV2DecoderLayer's models (DeepSeek-V3 / R1, Kimi-K2.x)
-    in every release read (0.4.3-0.5.23)."""
+    in every release read (0.4.3-0.5.23); for DeepSeek-V4 (``MLP_WHOLE_TP_V4``, 0.5.12-0.5.23) its shared expert
+    likewise and its embedding whole. Where SGLang holds the shared experts whole without an all-to-all backend
+    (0.4.6's clones, AMD's fused copy at ep = tp_size, the FP4 all-gather, SGLANG_SHARED_EXPERT_TP1) the reading's
+    ``shared_expert_whole`` says so instead."""
     if not r.dp_attention or r.dp <= 1:
         return
     model = _bundled(r)
-    if not model.startswith(DENSE_TP_MODELS):
-        return
     release = r.release if r.release is not None else NEWEST_RELEASE
-    roles: tuple[str, ...] = () if r.dense_mlp_whole is not None else ("dense_mlp",)
-    if r.shared_expert_whole is None and _dp_shared_whole_tp(r, model, release):
+    v4 = model.startswith(V4_DP_MODELS)
+    if not v4 and not model.startswith(DENSE_TP_MODELS):
+        return
+    roles: tuple[str, ...] = () if v4 or r.dense_mlp_whole is not None else ("dense_mlp",)
+    split = _dp_shared_whole_tp(r, model, release) if r.shared_expert_whole is None else False
+    if split is True:
         roles += ("shared_expert",)
-    if roles:
+    elif isinstance(split, Cite):
+        r.shared_expert_whole = split  # whole on every GPU (Stack.with_shared_expert_whole)
+    if v4:
+        r.mlp_whole_tp = (roles + ("embed",), MLP_WHOLE_TP_V4)
+    elif roles:
         r.mlp_whole_tp = (roles, MLP_WHOLE_TP)
 
 

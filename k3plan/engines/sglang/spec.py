@@ -371,13 +371,17 @@ def draft_pricing(
     dp_attention: bool,
     pp: int,
     held: Callable[[Any, str], int] | None = None,
+    shared_tp: int | None = None,
 ) -> SglangDraft:
     """The draft's bytes a device at the target's profile and its KV layers (module docstring). ``model``: the loaded
     k3plan Model; ``tp``: the attention-TP size (tp_size, or tp_size / dp_size under DP attention); ``ep``: the
     ranks the experts spread over (the expert bytes a device are the same split over TP); ``lm_head_tp``: the TP
     group the LM head is cut over (tp_size); ``held(t, role)``: the bytes the engine holds of inventory tensor ``t``
     in the form the target's stack holds a tensor of ``role`` (its runtime format): the draft's routed experts as the
-    target's experts, its MoE running the target's runner (DRAFT_RUNNER); None: the checkpoint's bytes."""
+    target's experts, its MoE running the target's runner (DRAFT_RUNNER); None: the checkpoint's bytes;
+    ``shared_tp``: the group its shared experts split over where not ``tp`` (the target's DeepseekV2MoE rule: the
+    whole TP group under DP attention, engines/sglang/serve.py mlp_whole_tp; deepseek_nextn.py and
+    deepseek_v4_nextn.py build the same decoder layer with is_nextn, sglang 0.5.15 wheel)."""
 
     def nbytes(t, role: str | None = None) -> int:
         return t.nbytes if held is None else held(t, role or t.role)
@@ -420,10 +424,12 @@ def draft_pricing(
             f"{WHEEL}: it reads the flags as written, before NEXTN is resolved); expected --speculative-algorithm "
             "EAGLE --speculative-eagle-topk 1"
         )
-    whole = split_tp = split_ep = embed = head = 0
+    whole = split_tp = split_ep = embed = head = shared = 0
     for t in mtp:
         if ".experts." in t.name and "shared_experts" not in t.name:
             split_ep += nbytes(t, "expert")
+        elif shared_tp is not None and "shared_experts" in t.name:
+            shared += nbytes(t)
         elif any(k in t.name for k in _EMBED):
             embed += nbytes(t)
         elif any(k in t.name for k in _HEAD):
@@ -441,11 +447,14 @@ def draft_pricing(
     # the embedding over the attention-TP group (get_embedding_tp_kwargs); V4's NextN over TP, whole under DP attention
     embed_tp = 1 if (s.dsv4 is not None and dp_attention) else tp
     per_device = whole + -(-split_tp // tp) + -(-split_ep // ep) + -(-embed // embed_tp) + -(-head // lm_head_tp)
+    per_device += -(-shared // shared_tp) if shared_tp else 0
+    shared_text = f", shared experts {shared / GiB:.3f} GiB over {shared_tp}" if shared_tp else ""
     source = (
         f"{spec.source}; the draft: {s.name}'s {s.mtp_layers} MTP layer(s) from its checkpoint index ({len(mtp)} "
         f"tensors) built as {arch}NextN{' in the forms the target holds them (' + DRAFT_RUNNER + ')' if held else ''}: "
-        f"experts {split_ep / GiB:.2f} GiB over {ep} rank(s), attention and shared "
-        f"experts {split_tp / GiB:.2f} GiB over TP {tp}, projections and norms {whole / GiB:.3f} GiB whole, its own "
+        f"experts {split_ep / GiB:.2f} GiB over {ep} rank(s), attention{'' if shared_tp else ' and shared experts'} "
+        f"{split_tp / GiB:.2f} GiB over TP {tp}{shared_text}, projections and norms {whole / GiB:.3f} GiB whole, its "
+        "own "
         f"embed_tokens {embed / GiB:.2f} GiB over {embed_tp} and lm_head {head / GiB:.2f} GiB over {lm_head_tp} ({own}), "
         f"all resident when the target's pool is sized ({DRAFT_LOAD_SOURCE})"
     )

@@ -48,6 +48,36 @@ STEP_SOURCE = (
 )
 
 
+# the compiled step of vLLM's DeepSeek-V3-family model code under attention DP (issue: Kimi-K2.6's 0.977 mlperf start,
+# tpu-inference-kimi-k2.6-v7x8-mlperf-0977-oom): read at e0e04e95 and compiled deviceless for tpu7x:2x2x1 under jax
+# 0.10.2 / libtpu 0.0.42.1 (reports/compile/tpu-inference-kimi-k2.6-step/records.json). What the compile gives at
+# the shapes it was run for (hidden 7,168, moe_intermediate 2,048, top-8, 8 devices, 8,192 tokens): the step's
+# temporaries, flat in the layers (each layer's reuse the last's), most of them the MoE's (1,682,337,504 B, linear in
+# the routed rows: 841,806,816 B at 4,096 tokens); and the step's generated code, one copy of the MLA and MoE Pallas
+# kernels a layer, which XLA:TPU loads into HBM and counts in its compile-time check as the program's "overlays"
+# (benchmarks/tpu_compile_code_in_hbm.py on a v5e, same records)
+DSV3_STEP_COMMIT = "e0e04e95"
+DSV3_STEP_ROWS = 8192 * 8  # the compiled bucket's routed rows (8,192 tokens x top-8)
+DSV3_STEP_TEMP_BYTES = 1_954_202_368  # the smallest temp_size_in_bytes a device of the step records (1 dense + k MoE)
+DSV3_CODE_A_MOE_LAYER = 15_906_304  # the step's generated code a MoE layer more: the smallest growth in the records
+DSV3_COMPILED_SHAPE = (7168, 8)  # (hidden, top_k) the records were compiled at; elsewhere not priced
+# the config model_type of vLLM's DeepseekV2/V3ForCausalLM checkpoints k3plan's model spec keeps as its architecture
+VLLM_DSV3_MODEL_TYPES = frozenset({"deepseek_v3", "kimi_k2", "kimi_k25"})
+DSV3_STEP_SOURCE = (
+    f"vllm-project/tpu-inference@{DSV3_STEP_COMMIT} models/vllm/vllm_model_wrapper.py jit_step_func (one jit of the "
+    "whole model, the caches donated) over vLLM's DeepseekV2DecoderLayer with tpu-inference's MLA "
+    "(layers/vllm/backends/flash_attn_mla.py PallasMLAttentionBackendImpl.forward -> layers/common/"
+    "attention_interface.py mla_attention, the MLA v2 Pallas kernel) and MoE (layers/vllm/interface/moe.py "
+    "vllm_moe_apply -> layers/common/fused_moe_gmm.py fused_moe_func, GMM_EP, scatter_results under attention DP: "
+    "the tokens all-gathered, top_k routed rows each); runner/tpu_runner.py _init_inputs (the largest bucket: "
+    "max_num_batched_tokens x the DP ranks); compiled in reports/compile/tpu-inference-kimi-k2.6-step "
+    "(benchmarks/tpu_inference_dsv3_step_compile.py: the embedding, 1 dense and k MoE layers, the final norm; "
+    "benchmarks/tpu_inference_moe_compile.py: the MoE alone; benchmarks/tpu_compile_code_in_hbm.py: the code counts "
+    "as the program's 'overlays' in XLA:TPU's compile-time HBM check). A lower bound: the dense layer's and the "
+    "embedding's code not counted; the step's temporaries taken linear in the routed rows as the MoE's are (compiled "
+    "at 8,192 tokens only); compared with the 1 - utilization share as if every weight were a step argument (the "
+    "lm_head, which the step does not use, is not one)"
+)
 # the config model_type of the checkpoints kimi_k3.py serves (JAX_KIMI_ARCHS: KimiLinearForCausalLM's config says
 # kimi_linear, KimiK3ForConditionalGeneration's kimi_k3), which k3plan's model spec keeps as its architecture
 JAX_KIMI_MODEL_TYPES = frozenset({"kimi_linear", "kimi_k3"})
@@ -58,15 +88,39 @@ def step_temporaries(
 ) -> tuple[int, str] | None:
     """The JAX Kimi model's (kimi_k3.py, MODEL_IMPL_TYPE flax_nnx / auto) MoE output buffers at the largest token
     bucket, a device: n_moe x (tokens x dp) x top_k x the experts' width x 2 (bf16), the MEGABLX_GMM backend's
-    (the expert axis split, dp > 1). None for vLLM's model code and for models kimi_k3.py does not serve."""
+    (the expert axis split, dp > 1); for vLLM's model code, the DeepSeek-V3 family's compiled step
+    (_vllm_dsv3_step). None for the other models."""
+    if options.get("model_impl") == VLLM_CODE:
+        return _vllm_dsv3_step(
+            architecture=architecture, n_moe=n_moe, top_k=top_k, hidden=expert_in, tokens=tokens, dp=dp
+        )
     jax_kimi = architecture in JAX_KIMI_ARCHS | JAX_KIMI_MODEL_TYPES
-    if options.get("model_impl") == VLLM_CODE or not jax_kimi or n_moe == 0 or dp <= 1:
+    if not jax_kimi or n_moe == 0 or dp <= 1:
         return None
     rows = tokens * dp * top_k
     size = n_moe * rows * expert_in * 2
     return size, (
         f"{n_moe} MoE layers x {rows:,} routed rows (max_num_batched_tokens {tokens:,} x DP {dp} x top-{top_k}) x "
         f"{expert_in:,} x 2 B = {size:,} B: {STEP_SOURCE}"
+    )
+
+
+def _vllm_dsv3_step(
+    *, architecture: str, n_moe: int, top_k: int, hidden: int, tokens: int, dp: int
+) -> tuple[int, str] | None:
+    """vLLM's DeepSeek-V3-family model code under attention DP (dp > 1): the step's compiled temporaries, scaled from
+    the compiled bucket's routed rows to this one's (tokens x dp x top_k), plus the generated code of its n_moe MoE
+    layers; None for other models, for shapes the records were not compiled at, and without attention DP (the MoE
+    then takes another path, not compiled)."""
+    if architecture not in VLLM_DSV3_MODEL_TYPES or n_moe == 0 or dp <= 1 or (hidden, top_k) != DSV3_COMPILED_SHAPE:
+        return None
+    rows = tokens * dp * top_k
+    temps = DSV3_STEP_TEMP_BYTES * rows // DSV3_STEP_ROWS
+    code = n_moe * DSV3_CODE_A_MOE_LAYER
+    return temps + code, (
+        f"the step's temporaries {temps:,} B ({DSV3_STEP_TEMP_BYTES:,} B compiled for {DSV3_STEP_ROWS:,} routed rows; "
+        f"here {rows:,}: max_num_batched_tokens {tokens:,} x DP {dp} x top-{top_k}) + {n_moe} MoE layers' generated "
+        f"code x {DSV3_CODE_A_MOE_LAYER:,} B = {temps + code:,} B: {DSV3_STEP_SOURCE}"
     )
 
 

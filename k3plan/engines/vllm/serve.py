@@ -502,12 +502,15 @@ OPTIONS = OptionTable(
 )
 
 
-def tokens(model: str | None, rest: list[str], *, release: Release | None = None) -> tuple[str | None, list[str]]:
+def tokens(
+    model: str | None, rest: list[str], *, release: Release | None = None, release_post: int = 0
+) -> tuple[str | None, list[str]]:
     """The flags as vLLM's parser reads them, in its order (FlexibleArgumentParser.parse_args, then argparse): a
     --config file's flags first, dashes, its dotted config flags folded into their JSON flag
     (serve_values.config_file_args, fold_dotted above), an abbreviated flag as the option it stands for in
     ``release``'s parser (``OPTIONS``, serve_values.unabbreviated), and the inverse spelling of a switch as its --no-
-    form (``INVERSE_SWITCHES``)."""
+    form (``INVERSE_SWITCHES``). ``release_post`` (a post-release) reads as its release: the table holds no
+    post-releases."""
     options, said = OPTIONS.options(release)
     flags = fold_dotted([dashes(tok) for tok in config_file_args(rest, engine=ENGINE)])
     flags = [unabbreviated(tok, options, said, engine=OPTIONS.engine, where=OPTIONS.where) for tok in flags]
