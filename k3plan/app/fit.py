@@ -601,9 +601,12 @@ def _runner_v2(q, model, vendor: str) -> bool:
     from k3plan.engines.vllm.releases import model_runner_v2
 
     d4 = model.spec.dsv4
+    # V4.1's mtp.* are DSpark stages whatever the method says; V4's DSpark checkpoint (0731) runs --speculative-config
+    # method mtp as V4's MTP drafter (models/families/deepseek_v4.py VLLM_V4_MTP)
     dspark = (
         d4 is not None
         and d4.dspark is not None
+        and (d4.csa2 is not None or getattr(q.speculative, "method", None) == "dspark")
         and q.draft is not None
         and bool(getattr(q.draft, "num_speculative_tokens", 0))
     )

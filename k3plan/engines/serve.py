@@ -36,14 +36,12 @@ HF_MODELS = {
     "deepseek-ai/deepseek-v3-0324": "deepseek-v3",
     "deepseek-ai/deepseek-v4-flash": "deepseek-v4-flash",
     "deepseek-ai/deepseek-v4-pro": "deepseek-v4-pro",
-    # the later releases the torchtpu-vllm nightlies serve (configs/deepseek-v4-flash-dp8-ep.sh @7de7a3f5,
-    # deepseek-v4-pro-dp16-ep.sh @5e1723db), read as the bundled configs: vllm-project/vllm#51041 compares the two
-    # Flash config.json files (the same compress_ratios, sliding_window 128, 43 layers, expert_dtype fp4), and the
-    # Pro nightly's "805 GiB of weights is 72.8 GiB/rank" is the bundled Pro's weights within 3%
-    # (tests/engines/cases/torchtpu-dsv4-pro-dp16-nightly.yaml). The same thread reports vLLM holding more KV a token
-    # for 0731 than for the preview on H20 (open, with MTP in both runs); tests/engines/cases/vllm-51454-* keep the
-    # B200 0731 logs, whose concurrency k3plan does not match yet
-    "deepseek-ai/deepseek-v4-flash-0731": "deepseek-v4-flash",
+    # deepseek-ai/DeepSeek-V4-Flash-0731 is bundled on its own (models/bundled/deepseek-v4-flash-0731, resolved
+    # through its provenance.json by models.hub.bundled_of): its config.json is the April Flash's plus the DSpark
+    # stages (four dspark_* keys, compress_ratios 46 long), which SGLang and vLLM read. The Pro's later release the
+    # torchtpu-vllm nightly serves (deepseek-v4-pro-dp16-ep.sh @5e1723db) is still read as the bundled Pro: its
+    # "805 GiB of weights is 72.8 GiB/rank" is the bundled Pro's weights within 3%
+    # (tests/engines/cases/torchtpu-dsv4-pro-dp16-nightly.yaml); its config.json is not in the stored material
     "deepseek-ai/deepseek-v4-pro-0813": "deepseek-v4-pro",
     # the fp8 (128 x 128 block) DeepseekV3ForCausalLM checkpoints the bundled kimi-k2 config is
     "moonshotai/kimi-k2-instruct": "kimi-k2",

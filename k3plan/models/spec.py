@@ -95,6 +95,10 @@ class DSparkDims(_Frozen):
     markov_rank: int
     n_routed_experts: int
     num_experts_per_tok: int
+    # config.json's num_nextn_predict_layers where it is not the stage count: DeepSeek-V4-Flash-0731 keeps the
+    # April release's 1 beside its 3 DSpark stages (0: the same as the stages, V4.1); an engine that builds MTP
+    # layers from that key builds this many (k3plan.models.families.deepseek_v4 nextn_block)
+    nextn_layers: int = 0
 
 
 class DSV4Dims(_Frozen):

@@ -14,6 +14,7 @@ BUNDLED = [
     "deepseek-r1-0528-mxfp4",
     "deepseek-v3",
     "deepseek-v4-flash",
+    "deepseek-v4-flash-0731",
     "deepseek-v4-pro",
     "deepseek-v4.1-flash",
     "kimi-k2",

@@ -197,10 +197,7 @@ def test_a_checkpoint_k3plan_cannot_price_is_named_before_any_flag():
 
 @pytest.mark.parametrize(
     ("checkpoint", "bundle", "read_as"),
-    [
-        ("deepseek-ai/DeepSeek-V4-Flash-0731", "deepseek-v4-flash", "DeepSeek-V4-Flash config"),
-        ("deepseek-ai/DeepSeek-V4-Pro-0813", "deepseek-v4-pro", "DeepSeek-V4-Pro config"),
-    ],
+    [("deepseek-ai/DeepSeek-V4-Pro-0813", "deepseek-v4-pro", "DeepSeek-V4-Pro config")],
 )
 def test_the_recipe_s_default_v4_dspark_line_is_refused_for_the_module_k3plan_has_not_read(checkpoint, bundle, read_as):
     # the vLLM recipes' DeepSeek-V4-Flash (0731) and -Pro (0813) default variants with their default spec mode, dspark
@@ -214,6 +211,19 @@ def test_the_recipe_s_default_v4_dspark_line_is_refused_for_the_module_k3plan_ha
     with pytest.raises(K3PlanError, match=f"carries a DSpark draft module \\(mtp.\\*\\) beside the {read_as}"):
         parse_serve(line, platform="gpu")
     assert parse_serve(line.split(" --speculative-config")[0], platform="gpu").model == bundle
+
+
+def test_the_recipe_s_default_0731_dspark_line_reads_the_bundled_module():
+    # the Flash's default variant (DeepSeek-V4-Flash-0731) is bundled with its dspark_* keys and DSpark stages
+    # (models/bundled/deepseek-v4-flash-0731), so the recipe's dspark line is read, not refused
+    line = (
+        "vllm serve deepseek-ai/DeepSeek-V4-Flash-0731 --trust-remote-code --kv-cache-dtype fp8 --block-size 256 "
+        "--tensor-parallel-size 8 --speculative-config "
+        '\'{"method":"dspark","num_speculative_tokens":7,"draft_sample_method":"probabilistic"}\''
+    )
+    q = parse_serve(line, platform="gpu")
+    assert q.model == "deepseek-v4-flash-0731"
+    assert q.speculative is not None and q.speculative.method == "dspark"
 
 
 def test_sglang_s_kimi_k3_class_builds_the_language_model_alone(cli):

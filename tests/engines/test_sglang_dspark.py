@@ -179,3 +179,25 @@ def test_swa_prefix_tails_is_a_non_negative_whole_number():
 def test_an_unknown_engram_host_layout_is_refused_as_sglang_refuses_it(cli):
     r = _fit(cli, f"SGLANG_DSV41_ENGRAM_HOST_TABLE_LAYOUT=mirror {V41}")
     assert r.exit_code == 2 and "expected shared or per_rank" in r.output and len(r.output.strip().splitlines()) == 1
+
+
+def test_dp_attention_cuts_the_0731_draft_s_attention_over_the_attention_tp_group():
+    """DeepSeek-V4-Flash-0731's bundled DSpark stages under DP attention (SGLANG_DSPARK_DP, the 0.5.17 wheel:
+    DSparkAttention over get_parallel().attn_tp_size): ``tp`` is the attention-TP group (tp / dp), so at TP 4 / DP 4
+    the attention and shared experts are whole and the experts stay over EP 4, as sgl-project/sglang#34822 ran it."""
+    flash0731 = load_model("deepseek-v4-flash-0731")
+    line = (
+        "sglang serve --model-path deepseek-ai/DeepSeek-V4-Flash-0731 --tp 4 --dp 4 --enable-dp-attention "
+        "--speculative-algorithm DSPARK"
+    )
+    kw = dict(platform="gpu", device_gib=80.0, device_name="nvidia-h100-sxm", release=parse_release("0.5.17"))
+    spec = parse_serve(line, **kw).speculative
+    dp = draft_pricing(spec, flash0731, tp=1, ep=4, lm_head_tp=4, dp_attention=True, pp=1)
+    plain = draft_pricing(spec, flash0731, tp=4, ep=4, lm_head_tp=4, dp_attention=False, pp=1)
+    mtp = flash0731.inventory.of_kind("mtp")
+    bf16 = get_format("bf16")
+    over_tp = sum(t.nbytes for t in mtp if "shared_experts" in t.name or t.name.endswith(("wq_b", "wo_b")))
+    over_tp += sum(bf16.nbytes(t.shape) for t in mtp if t.name.endswith("wo_a"))
+    assert dp.bytes_per_device - plain.bytes_per_device == over_tp - -(-over_tp // 4)
+    assert "attention-TP group of 1" in dp.source and "attention-TP group" not in plain.source
+    assert (dp.draft_layers, dp.num_draft_tokens) == (1, 6)  # the checkpoint's dspark_block_size 5, + 1

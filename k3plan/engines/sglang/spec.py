@@ -489,6 +489,12 @@ DSPARK_MODEL = (
     "(environ.py), whole: its TP shard is a view), build_dspark_v4_confidence_head (nn.Linear in f32), load_weights "
     "(_remap_dspark_weight_name: embed / head / gate.bias_vl skipped); the same in the 0.5.22 and 0.5.23 wheels"
 )
+SGLANG_DSPARK_DP = (
+    "sglang 0.5.17 wheel (PyPI) sglang/srt/models/deepseek_v4_dspark.py DSparkAttention (attn_tp_rank / attn_tp_size "
+    "= get_parallel().attn_tp_*), DSparkV4MarkovHead (markov_w1 VocabParallelEmbedding enable_tp=False, markov_w2 "
+    "nn.Linear), build_dspark_v4_confidence_head (DSparkConfidenceHead), DeepseekV4ForCausalLMDSpark (no lm_head of "
+    "its own)"
+)
 DSPARK_WORKER = (
     f"{DSPARK_WHEEL} sglang/srt/speculative/dspark_components/dspark_worker_v2.py DSparkWorkerV2.__init__ (the "
     "draft's TpModelWorker built before the pools) and managers/scheduler.py Scheduler.init_target_memory_pool "
@@ -525,11 +531,11 @@ def _dspark_pricing(spec: SglangSpec, model, *, tp: int, ep: int, dp_attention: 
             "model_hook.py handle_model_specific_adjustments before speculative_hook.py upper-cases the name: "
             "arg_groups/pipeline.py run_resolution_pipeline); expected --speculative-algorithm DSPARK"
         )
-    if dp_attention:
-        raise K3PlanError(
-            f"--serve: --speculative-algorithm {spec.written} with DP attention: DSpark's rules there (the draft's "
-            "attention-TP 1, --enable-dp-lm-head, its MoE all-to-all) were not read for SGLang; not priced"
-        )
+    # under DP attention (SGLANG_DSPARK_DP, read in the 0.5.17 wheel) the draft's attention is cut over the
+    # attention-TP group, tp_size / dp_size, which ``tp`` is here (as for the NextN draft); its Markov and confidence
+    # heads and main_proj are whole either way and it holds no LM head of its own, so --enable-dp-lm-head cuts only
+    # the target's; its MoE runs the target's runner (DRAFT_RUNNER)
+    dp_note = f"; DP attention: the draft's attention over the attention-TP group of {tp} ({SGLANG_DSPARK_DP})"
     # the flag's gamma, else the draft config's (the checkpoint's dspark_block_size: V4.1's always carries one, so
     # neither DEFAULT_DSPARK_GAMMA nor a lone --speculative-num-draft-tokens sets it)
     if spec.dspark_block_size is not None:
@@ -574,6 +580,7 @@ def _dspark_pricing(spec: SglangSpec, model, *, tp: int, ep: int, dp_attention: 
         f"TP {tp}, main_proj, wq_a / wkv, norms, router, hyper-connection and the Markov and confidence heads "
         f"{whole / GiB:.3f} GiB whole, the target's embedding and LM head shared; resident when the target's pool is "
         f"sized, its KV one draft layer in the pool's per-token figures ({DSPARK_WORKER})"
+        f"{dp_note if dp_attention else ''}"
     )
     return SglangDraft(
         bytes_per_device=per_device,

@@ -155,7 +155,8 @@ INT4_EXPERT_MODELS = frozenset(
 # model_impl=vllm): the variables change nothing there; its nightly MMLU run sets them (.buildkite/pipeline_jax.yml
 # "E2E MMLU for DeepSeek-V4-Flash torchax backend")
 DSV4_EXPERT_MODELS = frozenset(
-    {"deepseek-v4-flash", "deepseek-v4-pro", "deepseek-ai/deepseek-v4-flash", "deepseek-ai/deepseek-v4-flash-0731"}
+    {"deepseek-v4-flash", "deepseek-v4-flash-0731", "deepseek-v4-pro", "deepseek-ai/deepseek-v4-flash"}
+    | {"deepseek-ai/deepseek-v4-flash-0731"}
     | {"deepseek-ai/deepseek-v4-pro", "deepseek-ai/deepseek-v4-pro-0813"}
 )
 # MODEL_IMPL_TYPE's values (envs.py env_with_choices: auto, vllm, flax_nnx, jetpack); the second, vLLM's model code, is

@@ -36,6 +36,7 @@ import json
 
 from k3plan.engines.serve_values import same_checkpoint
 from k3plan.errors import K3PlanError
+from k3plan.models.families.deepseek_v4 import VLLM_V4_MTP, nextn_block
 from k3plan.structs import Frozen
 from k3plan.units import GiB
 
@@ -172,14 +173,12 @@ class DraftPricing(Frozen):
     target_hidden_row_bytes: int = 0
 
 
-# checkpoints read as a bundled config whose DSpark module is not in it: the vLLM recipes' DeepSeek-V4-Flash default
-# variant (vllm-project/recipes@8959cf6 models/deepseek-ai/DeepSeek-V4-Flash.yaml: "Official DeepSeek-V4-Flash release
-# (2026-07-31) ... with the DSpark draft module attached", its default spec_decoding mode dspark) and the Pro's
-# (models/deepseek-ai/DeepSeek-V4-Pro.yaml, variant default: "Official 0813 release: supersedes the preview, same
-# architecture with the fused DSpark draft module attached (config.json gains the dspark_* block)", default_modes
-# spec_decoding: dspark)
+# checkpoints read as a bundled config whose DSpark module is not in it: the vLLM recipes' DeepSeek-V4-Pro default
+# variant (vllm-project/recipes@8959cf6 models/deepseek-ai/DeepSeek-V4-Pro.yaml, variant default: "Official 0813
+# release: supersedes the preview, same architecture with the fused DSpark draft module attached (config.json gains
+# the dspark_* block)", default_modes spec_decoding: dspark). The Flash's (0731) is bundled with its dspark_* keys
+# and DSpark stages (models/bundled/deepseek-v4-flash-0731), so its module is read
 DSPARK_UNREAD = {
-    "deepseek-ai/deepseek-v4-flash-0731": "DeepSeek-V4-Flash",
     "deepseek-ai/deepseek-v4-pro-0813": "DeepSeek-V4-Pro",
 }
 
@@ -309,17 +308,23 @@ def draft_pricing(spec: SpecServe, model, *, tp: int, ep: int, max_num_batched_t
             f"--serve: --speculative-config method mtp: {s.name} ships no MTP layers (num_nextn_predict_layers "
             f"{s.mtp_layers}, no mtp tensors in its checkpoint index); vLLM has no draft to build"
         )
-    if s.dsv4 is not None and s.dsv4.dspark is not None:
+    nextn = s.mtp_layers
+    if s.dsv4 is not None and s.dsv4.dspark is not None and s.dsv4.csa2 is None:
+        # DeepSeek-V4's DSpark checkpoint (0731): vLLM builds num_nextn_predict_layers MTP layers of V4's own shape
+        # from the config whatever its mtp.* hold (VLLM_V4_MTP; vllm-project/vllm#51041 served 0731 so on 0.26.0)
+        mtp, nextn = nextn_block(s, inv), s.dsv4.dspark.nextn_layers
+    elif s.dsv4 is not None and s.dsv4.dspark is not None:
         raise K3PlanError(
             f"--serve: --speculative-config method mtp: {s.name}'s MTP tensors are DSpark stages; vLLM refuses mtp "
             "for them (SpeculativeConfig: 'Use speculative method dspark instead of mtp'); expected method dspark"
         )
-    n = spec.num_speculative_tokens or s.mtp_layers  # SPEC_SOURCE: the default is n_predict
+    how = "from its checkpoint index" if nextn == s.mtp_layers else f"as vLLM builds them ({VLLM_V4_MTP})"
+    n = spec.num_speculative_tokens or nextn  # SPEC_SOURCE: the default is n_predict
     whole, split_tp, split_ep = _draft_split(mtp, _MTP_WHOLE, _MTP_WHOLE_SEGMENTS)
     per_device = whole + -(-split_tp // tp) + -(-split_ep // ep)
     gib = GiB
     source = (
-        f"{spec.given}: {s.name}'s {s.mtp_layers} MTP layer(s) from its checkpoint index ({len(mtp)} tensors), "
+        f"{spec.given}: {s.name}'s {nextn} MTP layer(s) {how} ({len(mtp)} tensors), "
         f"{n} speculative token(s) a step: experts {split_ep / gib:.2f} GiB over {ep} rank(s), attention, shared "
         f"experts and head {split_tp / gib:.2f} GiB over TP {tp}, projections, norms and hyper-connection "
         f"parameters {whole / gib:.3f} GiB whole ({MTP_SOURCE}; {SPEC_SOURCE})"
@@ -328,7 +333,7 @@ def draft_pricing(spec: SpecServe, model, *, tp: int, ep: int, max_num_batched_t
         return DraftPricing(
             bytes_per_device=per_device,
             source=source,
-            dsv4_mtp_ratios=tuple(s.dsv4.mtp_compress_ratios[: s.mtp_layers]),
+            dsv4_mtp_ratios=tuple(s.dsv4.mtp_compress_ratios[:nextn]),
             num_speculative_tokens=n,
             expert_bytes_per_device=-(-split_ep // ep),
             target_hidden_row_bytes=_hidden_row(s),

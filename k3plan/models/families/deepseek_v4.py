@@ -19,10 +19,17 @@ headers have it (DeepSeek's own names, no ``model.`` prefix):
 - fp8 weights are e4m3 with an E8M0 scale per [128, 128] block (``quantization_config``: fp8, ue8m0).
 - the MTP block ``mtp.0`` is a layer of compress ratio 0 plus ``e_proj``/``h_proj``, three norms and its own
   ``hc_head_*``; kind ``mtp``, excluded from the totals (as for DeepSeek-V3).
+- a DSpark checkpoint (DeepSeek-V4-Flash-0731: ``dspark_*`` keys, compress_ratios 46 long) holds DSpark stages in
+  its place: one window-only V4 layer a ``dspark_target_layer_ids`` entry (``mtp.0``-``mtp.2``, the model's own
+  256 experts), ``mtp.0.main_proj`` [h, h x targets] + ``main_norm``, and on the last stage ``norm``,
+  ``hc_head_*``, ``markov_head.{embed,head}`` [vocab, markov_rank] and ``confidence_head.proj`` [1, h + rank]
+  (SGLANG_DSPARK); kind ``mtp``. ``nextn_block`` gives the April-shaped MTP block an engine builds from the
+  config's num_nextn_predict_layers instead (VLLM_V4_MTP).
 
 Checked against the public checkpoints (tests/models/test_deepseek_v4.py): this inventory gives
 ``model.safetensors.index.json``'s ``metadata.total_size`` to the byte and its weight_map's tensor count
-(Flash: 159,609,485,896 B in 69,187 tensors; Pro: 864,704,792,696 B in 145,116), and the headers' dtypes
+(Flash: 159,609,485,896 B in 69,187 tensors; Pro: 864,704,792,696 B in 145,116; Flash-0731: 166,878,536,440 B
+in 72,317, tests/models/test_deepseek_v4_0731.py), and the headers' dtypes
 and shapes (Pro's every tensor family; Flash's layer 0).
 
 V4's layers are ``mla`` in ``ModelSpec.mixers`` (one latent head of 512 values shared by K and V is the
@@ -39,7 +46,7 @@ from k3plan.models.builder import InventoryBuilder
 from k3plan.models.config import ConfigReader
 from k3plan.models.families.deepseek_v3 import deepseek_moe
 from k3plan.models.inventory import TensorInventory
-from k3plan.models.spec import DSV4Dims, MLADims, ModelSpec
+from k3plan.models.spec import DSparkDims, DSV4Dims, MLADims, ModelSpec
 
 ARCHITECTURES = ("DeepseekV4ForCausalLM",)
 MODEL_TYPES = ("deepseek_v4",)
@@ -87,6 +94,11 @@ def parse(raw: dict, *, name: str, source: str) -> ModelSpec:
     ratios = c.int_list("compress_ratios")
     if len(ratios) < n_layers:
         raise K3PlanError(f"{source}: compress_ratios lists {len(ratios)} layers; num_hidden_layers is {n_layers}")
+    dspark = _dspark(c, n_layers, n_mtp, source)
+    if dspark is not None:
+        # the DSpark stages replace the MTP block: one stage a target layer (SGLANG_DSPARK), whatever
+        # num_nextn_predict_layers says (0731's config keeps the April 1)
+        n_mtp = len(dspark.target_layer_ids)
     window = c.int("sliding_window")
     o_groups = c.int("o_groups")
     if (heads * head_dim) % o_groups:
@@ -106,6 +118,7 @@ def parse(raw: dict, *, name: str, source: str) -> ModelSpec:
         hc_sinkhorn_iters=c.int("hc_sinkhorn_iters", 0, minimum=0),
         num_hash_layers=c.int("num_hash_layers", 0, minimum=0),
         **rope_fields(c),
+        dspark=dspark,
     )
     moe = deepseek_moe(c, source, hidden=hidden)
     mla = MLADims(
@@ -132,6 +145,41 @@ def parse(raw: dict, *, name: str, source: str) -> ModelSpec:
         moe=moe,
         mtp_layers=n_mtp,
         max_context=c.opt_int("max_position_embeddings"),
+    )
+
+
+# SGLang's DeepSeek-V4 DSpark draft, read in the 0.5.17 wheel (the release sgl-project/sglang#34822's 0731 run is
+# pinned at): the draft's stages are DeepSeek-V4 decoder layers built over the target's own config, so they route
+# over its n_routed_experts / num_experts_per_tok; one stage a target layer; stage 0 adds main_proj (targets x hidden
+# -> hidden, quantized as the linears) and main_norm, the last stage norm and hc_head_*; one Markov head (embed and
+# head, vocab x markov_rank) and a confidence head (hidden + markov_rank -> 1, no bias) for the draft
+SGLANG_DSPARK = (
+    "sglang 0.5.17 wheel (PyPI) sglang/srt/models/deepseek_v4_dspark.py DeepseekV4ForCausalLMDSpark (num_stages = "
+    "len(dspark_target_layer_ids)), DSparkV4Stage(DeepseekV4DecoderLayer) (main_proj, main_norm on stage 0; norm, "
+    "hc_head_* on the last), DSparkV4MarkovHead, the confidence head; speculative/dspark_components/dspark_config.py "
+    "checkpoint_bundles_dspark_draft (any of dspark_block_size / _markov_rank / _noise_token_id / _target_layer_ids)"
+)
+DSPARK_KEYS = ("dspark_block_size", "dspark_markov_rank", "dspark_noise_token_id", "dspark_target_layer_ids")
+
+
+def _dspark(c: ConfigReader, n_layers: int, n_nextn: int, source: str) -> DSparkDims | None:
+    """The checkpoint's bundled DSpark draft (DeepSeek-V4-Flash-0731), marked as SGLang marks it (any dspark_* key,
+    SGLANG_DSPARK); None where the config carries none (the April release: its MTP block)."""
+    if not any(c.has(k) for k in DSPARK_KEYS):
+        return None
+    targets = tuple(c.int_list("dspark_target_layer_ids"))
+    if not targets or any(not 0 <= t < n_layers for t in targets):
+        raise K3PlanError(
+            f"{source}: field 'dspark_target_layer_ids' is {list(targets)}; expected layers of the "
+            f"{n_layers}-layer model"
+        )
+    return DSparkDims(
+        block_size=c.int("dspark_block_size"),
+        target_layer_ids=targets,
+        markov_rank=c.int("dspark_markov_rank"),
+        n_routed_experts=c.int("n_routed_experts"),
+        num_experts_per_tok=c.int("num_experts_per_tok"),
+        nextn_layers=n_nextn,
     )
 
 
@@ -262,6 +310,45 @@ def _hc(b: InventoryBuilder, prefix: str, what: str, spec: ModelSpec, role: str,
     b.vector(f"{name}scale", [("hc_scale", 1 if what == "head" else 3)], fmt="f32", role=role, **kw)
 
 
+def _nextn_extras(b: InventoryBuilder, spec: ModelSpec, P: str, i: int, lf: str) -> None:
+    """An MTP block's own tensors beside its decoder layer: e_proj / h_proj (the linears' format), enorm, hnorm,
+    norm and hc_head_*."""
+    E = [("embed", spec.hidden_size)]
+    M: dict[str, Any] = dict(layer=i, kind="mtp", role="mtp")
+    b.linear(f"{P}e_proj", E, E, fmt=lf, **M)
+    b.linear(f"{P}h_proj", E, E, fmt=lf, **M)
+    for n in ("enorm", "hnorm", "norm"):
+        b.vector(f"{P}{n}.weight", E, fmt="bf16", **M)
+    _hc(b, P, "head", spec, "mtp", layer=i, kind="mtp")
+
+
+# vLLM's DeepSeek-V4 MTP drafter, read in the 0.26.0 wheel: DeepSeekV4MultiTokenPredictor builds
+# num_nextn_predict_layers DeepSeekV4MultiTokenPredictorLayer (enorm, hnorm, e_proj / h_proj ReplicatedLinear with the
+# model's quant_config, hc_head_*, a DeepseekV4DecoderLayer), whatever the checkpoint's mtp.* hold
+VLLM_V4_MTP = (
+    "vllm 0.26.0 wheel (PyPI) vllm/models/deepseek_v4/nvidia/mtp.py DeepSeekV4MultiTokenPredictor (num_mtp_layers = "
+    "config.num_nextn_predict_layers) and DeepSeekV4MultiTokenPredictorLayer; vllm/config/speculative.py "
+    "hf_config_override (deepseek_v4 -> DeepSeekV4MTPModel, n_predict = num_nextn_predict_layers)"
+)
+
+
+def nextn_block(spec: ModelSpec, inv: TensorInventory) -> tuple[Any, ...]:
+    """The MTP layers an engine builds from num_nextn_predict_layers (VLLM_V4_MTP) on a checkpoint whose mtp.* are
+    DSpark stages (DeepSeek-V4-Flash-0731): the April release's block shape over this model's dimensions, the
+    linears and experts in the formats the checkpoint's layers have."""
+    d = spec.dsv4
+    assert d is not None and d.dspark is not None
+    lf = next(t.fmt for t in inv.tensors if t.name == "layers.0.attn.wq_a")
+    ef = next(t.fmt for t in inv.tensors if t.name.startswith("layers.0.ffn.experts.") and t.name.endswith(".w1"))
+    b = InventoryBuilder()
+    for j in range(d.dspark.nextn_layers):
+        i = spec.num_layers + j
+        ratio = d.mtp_compress_ratios[j] if j < len(d.mtp_compress_ratios) else 0
+        _layer(b, spec, False, f"mtp.{j}.", i, ratio, lf, ef, mtp=True)
+        _nextn_extras(b, spec, f"mtp.{j}.", i, lf)
+    return b.inventory().tensors
+
+
 def inventory(spec: ModelSpec, raw: dict) -> tuple[TensorInventory, tuple[str, ...]]:
     d = spec.dsv4
     assert d is not None
@@ -274,6 +361,7 @@ def inventory(spec: ModelSpec, raw: dict) -> tuple[TensorInventory, tuple[str, .
     _hc(b, "", "head", spec, "norm", kind="global")
     for i in range(spec.num_layers):
         _layer(b, spec, i < d.num_hash_layers, f"layers.{i}.", i, d.compress_ratios[i], lf, ef, mtp=False)
+    ds = d.dspark
     for j in range(spec.mtp_layers):
         i = spec.num_layers + j
         ratio = d.mtp_compress_ratios[j] if j < len(d.mtp_compress_ratios) else 0
@@ -281,11 +369,32 @@ def inventory(spec: ModelSpec, raw: dict) -> tuple[TensorInventory, tuple[str, .
         M = dict(layer=i, kind="mtp", role="mtp")
         # the MTP block is never hash-routed (its gate has a bias and no tid2eid in both checkpoints)
         _layer(b, spec, False, P, i, ratio, lf, ef, mtp=True)
-        b.linear(f"{P}e_proj", E, E, fmt=lf, **M)
-        b.linear(f"{P}h_proj", E, E, fmt=lf, **M)
-        for n in ("enorm", "hnorm", "norm"):
-            b.vector(f"{P}{n}.weight", E, fmt="bf16", **M)
-        _hc(b, P, "head", spec, "mtp", layer=i, kind="mtp")
+        if ds is None:
+            _nextn_extras(b, spec, P, i, lf)
+            continue
+        # a DSpark stage (SGLANG_DSPARK)
+        if j == 0:
+            b.linear(
+                f"{P}main_proj",
+                E,
+                [("targets", len(ds.target_layer_ids)), ("embed", spec.hidden_size)],
+                fmt=lf,
+                **M,
+            )
+            b.vector(f"{P}main_norm.weight", E, fmt="bf16", **M)
+        if j == spec.mtp_layers - 1:
+            b.vector(f"{P}norm.weight", E, fmt="bf16", **M)
+            _hc(b, P, "head", spec, "mtp", layer=i, kind="mtp")
+            R = [("markov_rank", ds.markov_rank)]
+            b.linear(f"{P}markov_head.embed.weight", [("vocab", spec.vocab_size)], R, fmt="bf16", **M)
+            b.linear(f"{P}markov_head.head.weight", [("vocab", spec.vocab_size)], R, fmt="bf16", **M)
+            b.linear(
+                f"{P}confidence_head.proj.weight",
+                [("one", 1)],
+                [("embed_rank", spec.hidden_size + ds.markov_rank)],
+                fmt="bf16",
+                **M,
+            )
     notes = [
         f"compressed attention: {d.n_csa} CSA (ratio 4, top-{d.index_topk} indexer), {d.n_hca} HCA, "
         f"{d.n_swa} window-only layer(s); every layer a {d.sliding_window}-token window",
@@ -293,6 +402,12 @@ def inventory(spec: ModelSpec, raw: dict) -> tuple[TensorInventory, tuple[str, .
     ]
     if "expert_dtype" not in raw:
         notes.append("config.json has no expert_dtype: experts taken as fp4 (the checkpoint's headers hold them so)")
-    if spec.mtp_layers:
+    if ds is not None:
+        notes.append(
+            f"DSpark drafter: {spec.mtp_layers} stages over layers {list(ds.target_layer_ids)}, "
+            f"{ds.n_routed_experts} experts top-{ds.num_experts_per_tok}, {ds.block_size} draft positions; listed "
+            "separately (kind mtp) and excluded from the totals"
+        )
+    elif spec.mtp_layers:
         notes.append(f"{spec.mtp_layers} MTP layer(s) listed separately and excluded from the totals")
     return b.inventory(), tuple(notes)
