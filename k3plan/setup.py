@@ -138,6 +138,7 @@ def make_setup(
     engram: Optional[str] = None,
     engram_host_copies: Optional[str] = None,
     pick_topology: Optional[Callable[..., Topology]] = None,
+    model_overrides: tuple[tuple[str, int], ...] = (),
 ) -> Setup:
     """``stack`` None: the hardware's default (``engines.stack.default_stack_for``), named in the notes.
     ``topology`` None: ``pick_topology(hw, model, stack, tp, ep, dp)`` picks it (the one default rule,
@@ -159,8 +160,9 @@ def make_setup(
     (``Stack.with_mlp_whole_tp``); ``prefill_graph``: SGLang's prefill backend as a serve
     command locks it and what else it runs that the engine's prefill-graph rule reads (``Stack.with_prefill_graph``). ``engram``: where DeepSeek-V4.1's Engram tables
     live, "hbm" or "host", and ``engram_host_copies`` how many copies a host holds in host memory, "replica" or "node"
-    (``Stack.with_engram``; None: the engine's default)."""
-    m = load_model(model)
+    (``Stack.with_engram``; None: the engine's default). ``model_overrides``: config fields set over the model's config
+    before it is built, as a serve command's --hf-overrides sets them (``models.loader.load_model``)."""
+    m = load_model(model, model_overrides)
     hw = load_hardware(hardware)
     notes = []
     if engram is not None and (m.spec.dsv4 is None or m.spec.dsv4.engram is None):

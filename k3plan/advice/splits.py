@@ -28,6 +28,7 @@ def split_options(
         or calibration is not None
         or draft_bytes
         or setup_options.get("spec_verify_tokens")
+        or setup_options.get("model_overrides")  # plan searches the bundled model, not one with fields set over it
     ):
         return (), None
     topo, par = setup.topology, setup.parallel

@@ -393,7 +393,7 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
     # a command without --max-model-len / --context-length runs at the model's own maximum (vLLM's
     # ModelConfig max_model_len derived from max_position_embeddings; SGLang's context_len likewise), not at
     # k3plan's default context; --max-model-len auto starts from it too and the engine fits it to its pool
-    model = load_model(q.model)
+    model = load_model(q.model, q.hf_overrides)  # the fields the command sets over its config (--hf-overrides)
     model_max = model.spec.max_context
     check_context(q, model_max)
     if q.engram is not None and (model.spec.dsv4 is None or model.spec.dsv4.engram is None):
@@ -488,6 +488,8 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
         "engram": q.engram if q.engram is not None else setup_options.get("engram"),
         "engram_host_copies": q.engram_host_copies,
     }
+    if q.hf_overrides:  # the model the engine builds: its config with the command's fields set over it
+        opts["model_overrides"] = q.hf_overrides
     if q.draft is not None and getattr(q.draft, "dsv4_mtp_ratios", None) and q.draft.num_speculative_tokens:
         # the drafter's layers are in the engine's pool (DeepSeek-V4's MTP, V4.1's DSpark): the budget's stack holds
         # them too (Stack.for_spec_decode: step/dsv4_cache.engine_charge reads the count)

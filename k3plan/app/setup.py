@@ -62,6 +62,7 @@ def setup_from(
     prefill_graph=None,
     engram=None,
     engram_host_copies=None,
+    model_overrides=(),
 ):
     """The one place a command turns its shared options into a Setup (``spec_verify_tokens``: fit and
     roofline with --spec-tokens put it in their options, make_setup)."""
@@ -99,6 +100,7 @@ def setup_from(
         prefill_graph=prefill_graph,
         engram=engram,
         engram_host_copies=engram_host_copies,
+        model_overrides=model_overrides,
     )
 
 

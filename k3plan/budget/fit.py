@@ -580,6 +580,14 @@ def settle_command(setup: Setup, w: Workload) -> str:
     split += f" --pp {par.pp}" if par.pp > 1 else ""
     split += f" --stack {setup.stack.name}{model}"
     point = f"--batch {w.batch} --context {w.context_tokens}"
+    if setup.model.overrides:  # fit has no flag for fields set over the config: the command's model is not -m's
+        said = ", ".join(f"{k} {v:,}" for k, v in setup.model.overrides)
+        return (
+            f"k3plan fit --compile {split} {point} --chunk {w.prefill_chunk_tokens} compiles the bundled "
+            f"{setup.model.name}, not the model built with {said} (fit has no flag for those)"
+            if hw.name in VALIDATE_TARGET_OF
+            else f"no command: fit has no flag for {setup.model.name} built with {said}"
+        )
     if hw.name in VALIDATE_TARGET_OF:
         return f"k3plan fit --compile {split} {point} --chunk {w.prefill_chunk_tokens}"
     return (

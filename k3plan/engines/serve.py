@@ -839,6 +839,8 @@ class ServeQuestion:
     # where the command names none: release_default); None: each rule's commit
     release: Any = None
     release_default: bool = False
+    # config fields set over the checkpoint's config before the model is built (serve_values.read_hf_overrides)
+    hf_overrides: tuple[tuple[str, int], ...] = ()
     max_total_tokens: int | None = None  # SGLang's --max-total-tokens as given (None: the pool's own size)
     # SGLang's decode CUDA-graph max batch as given, and its release's cap on the default one (Stack.decode_graph_bs,
     # decode_graph_cap); None: the GPU class's
@@ -1194,6 +1196,7 @@ def parse_serve(
         mlp_whole_tp=r.mlp_whole_tp,
         release=release,
         release_default=release_default,
+        hf_overrides=r.hf_overrides,
     )
 
 

@@ -123,6 +123,8 @@ class Reading:
     # cannot price), for a family's rules that hold for one model only
     resolve: Callable[[str], str] | None = None
     async_scheduling: bool | None = None  # vLLM's --async-scheduling / --no-async-scheduling (None: not given)
+    # config fields the command sets over the checkpoint's config before the model is built (read_hf_overrides)
+    hf_overrides: tuple[tuple[str, int], ...] = ()
     options: dict[str, str] = field(default_factory=dict)
     ignored: list[str] = field(default_factory=list)
     tp: int = 1
@@ -448,4 +450,108 @@ def read_dcp(r: Reading, dcp: int, *, flag: str, tp_flag: str, engine: str, grou
     r.caveats.append(
         f"{flag} {dcp}: the start check prices {engine}'s DCP pool ({pool}); k3plan's own budget table and its decode "
         "time are priced without DCP (every rank's attention over the whole context)"
+    )
+
+
+@dataclass(frozen=True, eq=False)  # hashed by identity: one table an engine, its options cached
+class OptionTable:
+    """The options an engine's argparse parser registers, by release read (a generated table of final releases, one
+    run of releases an option: engines/vllm/serve_flags.py): ``flags`` the union, ``ranges`` the first and last
+    release read of an option not in every one, ``releases`` the releases read (oldest first), ``engine`` how the
+    refusal names the engine and ``where`` the parser's file it cites. SGLang's table (release candidates,
+    post-releases, an option registered in several runs of releases, its kinds and choices) keeps its own reader,
+    engines/sglang/serve.py release_options, and shares ``unabbreviated`` only."""
+
+    engine: str
+    where: str
+    flags: frozenset[str]
+    ranges: dict[str, tuple[str, str]]
+    releases: tuple[str, ...]
+
+    def read_release(self, release: tuple[int, ...]) -> str:
+        """The release read whose parser ``release`` has: the newest read at or before it, the oldest read for one
+        before them all."""
+        from k3plan.engines.release import parse_release
+
+        read = [r for r in self.releases if parse_release(r) <= release]
+        return read[-1] if read else self.releases[0]
+
+    def options(self, release: tuple[int, ...] | None) -> tuple[frozenset[str], str]:
+        """The options the parser of ``release`` registers (with --help) and what they are; None (no release
+        named): the union of the releases read, an option any of them takes."""
+        if release is None:
+            return _union_options(self), f"{self.engine} {self.releases[0]}-{self.releases[-1]} (any of them)"
+        read = self.read_release(release)
+        return _release_options(self, read), f"{self.engine} {read}"
+
+
+@lru_cache(maxsize=None)
+def _union_options(table: OptionTable) -> frozenset[str]:
+    return table.flags | {"--help"}
+
+
+@lru_cache(maxsize=None)
+def _release_options(table: OptionTable, read: str) -> frozenset[str]:
+    from k3plan.engines.release import parse_release
+
+    at = parse_release(read)
+
+    def has(flag: str) -> bool:
+        first, last = table.ranges.get(flag, (table.releases[0], table.releases[-1]))
+        return parse_release(first) <= at <= parse_release(last)
+
+    return frozenset({f for f in table.flags if has(f)} | {"--help"})
+
+
+def unabbreviated(token: str, options: frozenset[str], said: str, *, engine: str, where: str) -> str:
+    """A flag as an argparse parser with allow_abbrev on (argparse's default, which SGLang's and vLLM's parsers keep)
+    reads it: ``--name`` or ``--name=value`` whose name is a prefix of exactly one of its options stands for that
+    option, a prefix of several stops the parser ('ambiguous option', exit 2); an exact option, a value, a
+    single-dash flag or a prefix of none stays as written. ``options`` / ``said``: OptionTable.options; ``engine``
+    / ``where``: the engine and its parser's file, for the refusal."""
+    if not token.startswith("--") or token == "--":
+        return token
+    name, eq, value = token.partition("=")
+    if name in options:
+        return token
+    matches = sorted(f for f in options if f.startswith(name))
+    if len(matches) > 1:
+        raise K3PlanError(
+            f"--serve: {engine} refuses {name}: 'ambiguous option: {name} could match {', '.join(matches)}' "
+            f"(argparse's prefix matching over the options of {said}, {where}); write the whole flag"
+        )
+    return matches[0] + eq + value if matches else token
+
+
+def read_hf_overrides(
+    r: Reading, flag: str, *, engine: str, source: str, allowed: tuple[str, ...] | None = None
+) -> None:
+    """A JSON object of Hugging Face config fields the engine sets over the checkpoint's config before it builds the
+    model (``source``: where the engine's code does so), priced as the model k3plan builds from the bundled config
+    with them set (k3plan.models.loader OVERRIDABLE: the fields its spec reads whole, or the engine's ``allowed``
+    among them: those its model code was read to take from the config; the model keeps its name, so the rules kept
+    for it still find it); any other field refused by name, in one line."""
+    from k3plan.models.loader import OVERRIDABLE
+
+    fields = OVERRIDABLE if allowed is None else tuple(k for k in OVERRIDABLE if k in allowed)
+    raw = r.get(flag, None)
+    if raw is None:
+        return
+    got = json_object(flag, raw)
+    if not got:
+        r.ignored.append(f"{flag} {{}}")
+        return
+    for key, value in got.items():
+        if key not in fields:
+            raise K3PlanError(
+                f"--serve: {flag} {key}: {engine} sets it over the checkpoint's config before the model is built "
+                f"({source}); k3plan prices an override of {', '.join(fields)} only; remove it"
+            )
+        least = 0 if key == "first_k_dense_replace" else 1
+        if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= MAX_FLAG_INT:
+            raise K3PlanError(f"--serve: {flag} {key} {value!r}: expected a whole number from {least}")
+    r.hf_overrides = tuple(got.items())
+    said = ", ".join(f"{k} {v:,}" for k, v in r.hf_overrides)
+    r.caveats.append(
+        f"{flag}: the model built from the bundled config with {said} set over it, as {engine} builds it ({source})"
     )

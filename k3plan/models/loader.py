@@ -26,6 +26,8 @@ class Model(Frozen):  # a Struct: ~1/6 of a frozen dataclass's class-creation co
     spec: ModelSpec
     inventory: TensorInventory
     notes: tuple[str, ...]
+    # config fields set over the config it was built from (load_model's ``overrides``); () for the config as it is
+    overrides: tuple[tuple[str, int], ...] = ()
 
     @property
     def name(self) -> str:
@@ -60,10 +62,38 @@ def read_config(path: Path) -> dict:
     return raw
 
 
+# the config.json fields an override may set (``load_model``'s ``overrides``): whole numbers the families read
+# straight into the spec (the decoder layers, how many of them are dense before the MoE ones), whose whole effect is
+# the spec's. A serve command's config override (an engine's own reading of it, in its folder) is priced only over
+# these. Not max_position_embeddings: vLLM's own longest context may scale it by the rope factor at older releases
+# (the config's rope_scaling read beside it), which k3plan does not read, so an override of it is refused
+OVERRIDABLE = ("num_hidden_layers", "first_k_dense_replace")
+Overrides = tuple[tuple[str, int], ...]
+
+
+def overridden(raw: dict, overrides: Overrides, source: str) -> dict:
+    """``raw`` with ``overrides`` (field -> a whole number, of ``OVERRIDABLE``) set at its top level, as a Hugging
+    Face config's update() sets them; a config whose text model reads a ``text_config`` of its own is refused (a
+    top-level field is not the text model's)."""
+    for key, value in overrides:
+        if key not in OVERRIDABLE or isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise K3PlanError(
+                f"{source}: override {key}={value!r}: expected a whole number for one of {', '.join(OVERRIDABLE)}"
+            )
+    if overrides and isinstance(raw.get("text_config"), dict):
+        raise K3PlanError(
+            f"{source}: override of {', '.join(k for k, _ in overrides)}: the config's text model reads its own "
+            "text_config, which a top-level field does not reach; not priced"
+        )
+    return {**raw, **dict(overrides)}
+
+
 @lru_cache(maxsize=16)
-def load_model(ref: str = DEFAULT_MODEL) -> Model:
+def load_model(ref: str = DEFAULT_MODEL, overrides: Overrides = ()) -> Model:
+    """The model of a bundled name or config.json path; ``overrides``: config fields set over it before it is built
+    (``overridden``), the name kept (the model's rules follow it), the overrides in its notes."""
     name, path = resolve_config_path(ref)
-    raw = read_config(path)
+    raw = overridden(read_config(path), overrides, str(path))
     family = family_for(raw)
     if family is None:
         got = raw.get("architectures") or raw.get("model_type") or "nothing"
@@ -75,5 +105,8 @@ def load_model(ref: str = DEFAULT_MODEL) -> Model:
             f"{path}: the weights would take {inventory.checkpoint_bytes:.3g} bytes; expected at most "
             f"{MAX_CHECKPOINT_BYTES:.3g} (check hidden_size, num_experts and the intermediate sizes)"
         )
+    if overrides:
+        said = ", ".join(f"{k} {v:,}" for k, v in overrides)
+        notes = (*notes, f"built from {path} with {said} set over it")
     spec = replace(spec, notes=notes)
-    return Model(spec=spec, inventory=inventory, notes=notes)
+    return Model(spec=spec, inventory=inventory, notes=notes, overrides=overrides)

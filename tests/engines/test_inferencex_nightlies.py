@@ -222,7 +222,6 @@ def test_a_multi_node_recipe_s_disaggregated_worker_starts_with_its_settings_rea
     ("command", "what"),
     [
         # vllm/kimi-k3 and vllm/deepseek-v4 recipes
-        ("vllm serve moonshotai/Kimi-K3 -tp 8 --kv-cache-memory 10737418240", "explicit KV cache size"),
         ("vllm serve deepseek-ai/DeepSeek-V4-Pro -tp 8 --no-enable-chunked-prefill", "whole prompts a step"),
         ("vllm serve deepseek-ai/DeepSeek-V4-Pro -tp 8 --offload-group-size 8", "weights offloaded to host"),
         ("NVSHMEM_SYMMETRIC_SIZE=16g vllm serve deepseek-ai/DeepSeek-V4-Pro -tp 8", "symmetric heap"),
@@ -231,6 +230,17 @@ def test_a_multi_node_recipe_s_disaggregated_worker_starts_with_its_settings_rea
 def test_a_multi_node_recipe_setting_with_an_unpriced_effect_is_refused_with_what_it_does(command, what):
     with pytest.raises(K3PlanError, match=what):
         parse_serve(command, platform="gpu", device_gib=179)
+
+
+def test_kv_cache_memory_is_vllm_s_abbreviation_of_kv_cache_memory_bytes():
+    """The recipe's --kv-cache-memory N (and vLLM's own start log's suggestion, 'Replace gpu_memory_utilization config
+    with `--kv-cache-memory=46779679130`', gpu_worker.py) is --kv-cache-memory-bytes to vLLM's parser (argparse's
+    prefix matching: engines/vllm/serve.py OPTIONS), the pool a GPU as given."""
+    for cmd in (
+        "vllm serve moonshotai/Kimi-K3 -tp 8 --kv-cache-memory 10737418240",
+        "vllm serve moonshotai/Kimi-K3 -tp 8 --kv-cache-memory=10737418240",
+    ):
+        assert parse_serve(cmd, platform="gpu", device_gib=179).kv_cache_memory_bytes == 10737418240
 
 
 # InferenceX's gfx942 DeepSeek-V4.1-Flash arm (agentic/dsv41flash_fp4_mi300x_mtp.sh @0e01a6eb, TP 4)

@@ -237,6 +237,36 @@ def test_sglang_takes_an_unambiguous_prefix_of_its_flag_and_refuses_an_ambiguous
         _h200(SG_R1 + " --tokenizer deepseek-ai/DeepSeek-R1")
 
 
+def test_vllm_takes_an_unambiguous_prefix_of_its_flag_and_refuses_an_ambiguous_one():
+    """vLLM's FlexibleArgumentParser leaves argparse's allow_abbrev on (vllm/utils/argparse_utils.py of the 0.11.2-
+    0.34.0 wheels (PyPI), none sets it; engines/vllm/serve_flags.py holds each release's options): the prefix is
+    matched after the underscores are read as dashes and the dotted flags folded (parse_args, then argparse), with or
+    without '='; a prefix of several options is argparse's 'ambiguous option' (exit 2), over the options of the
+    release the command is read as: --cudag is --cudagraph-capture-sizes in 0.11.2, whose parser has no
+    --cudagraph-metrics (first in the 0.13.0 wheel)."""
+    from k3plan.engines.release import parse_release
+    from k3plan.engines.vllm.serve import OPTIONS
+
+    for extra in (" --max-model 4096", " --max_model=4096", " --max-model-l=4096"):
+        assert _h200(R1 + extra).context == 4096, extra
+    assert _h200(R1 + " --max-model-len 4096 --max-model 8192").context == 8192  # argparse keeps the last
+    q = _h200(R1 + " --no-enable-prefix")  # --no-enable-prefix-caching, a switch: takes no value
+    assert "--no-enable-prefix-caching" in q.ignored
+    with pytest.raises(K3PlanError, match=r"ambiguous option: --max-num could match --max-num-active-seqs, "):
+        _h200(R1 + " --max-num 64")
+    with pytest.raises(K3PlanError, match=r"--cudag could match --cudagraph-capture-sizes, --cudagraph-metrics"):
+        _h200(R1 + " --cudag 1 2 4")
+    old = parse_release("0.11.2")
+    assert "--cudagraph-metrics" not in OPTIONS.options(old)[0]
+    assert "--cudagraph-metrics" in OPTIONS.options(parse_release("0.13.0"))[0]
+    assert "--cudagraph-capture-sizes" in OPTIONS.options(old)[0]
+    # every flag k3plan writes in a launch line is one of every release's options
+    from k3plan.engines.flags import FLAG_SOURCES
+
+    for release in OPTIONS.releases:
+        assert set(FLAG_SOURCES["vllm"]) <= OPTIONS.options(parse_release(release))[0], release
+
+
 def test_sglang_s_device_flag_is_its_default_on_a_gpu():
     """sgl-project/sglang#15784's CI command passes --device cuda, what SGLang detects on NVIDIA and ROCm GPUs."""
     assert _h200(SG_R1 + " --device cuda").tp == 8

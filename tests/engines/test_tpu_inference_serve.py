@@ -153,10 +153,19 @@ REFUSED = {
     ),
     "another checkpoint's config": (DAILY + " --hf-config-path moonshotai/Kimi-K2.6", "--hf-config-path"),
     "another checkpoint's config, abbreviated": (DAILY + " --hf-config=moonshotai/Kimi-K2.6", "--hf-config-path"),
-    "a config override": (DAILY + ' --hf-overrides \'{"num_hidden_layers": 5}\'', "ModelConfig.hf_overrides"),
-    "both spellings of the config path, apart": (
-        DAILY + " --hf-config deepseek-ai/DeepSeek-V3 --hf-config-path deepseek-ai/DeepSeek-R1",
-        "keeps the last of the two",
+    "a config override of a field the JAX model does not read": (
+        DAILY + " --hf-overrides '{\"first_k_dense_replace\": 1}'",
+        "--hf-overrides first_k_dense_replace: tpu-inference sets it over",
+    ),
+    "a config override on a model whose reading of it was not read": (
+        DAILY.replace("deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V4-Flash")
+        + " --hf-overrides '{\"num_hidden_layers\": 5}'",
+        "was read for deepseek-v3 only",
+    ),
+    # argparse keeps the last of the two, both --hf-config-path: here another checkpoint's
+    "both spellings of the config path, the last another's": (
+        DAILY + " --hf-config-path deepseek-ai/DeepSeek-R1 --hf-config moonshotai/Kimi-K2.6",
+        "--hf-config-path moonshotai/Kimi-K2.6: the config of another checkpoint",
     ),
     "the JAX MoE backend switch on": ("USE_UNFUSED_MEGABLOCKS=1 " + DAILY, "MEGABLX_GMM"),
     "unknown sharding key": (
@@ -392,13 +401,15 @@ def test_the_multihost_daily_s_no_effect_settings_are_listed(cli):
 
 def test_the_multihost_wrappers_spellings_read_as_the_engine_reads_them(cli):
     """scripts/multihost/nightly_benchmarking.sh @b8692ff0 writes --hf-config=<id> (vLLM's parser: --hf-config-path,
-    argparse's prefix matching; k3plan.engines.tpu_inference.serve HF_CONFIG_PREFIX) and its random-routing wrapper
-    FORCE_MOE_RANDOM_ROUTING=1 (the top-k ids redrawn in the compiled step, fused_moe_gmm.py): neither moves a figure;
-    each is listed."""
+    argparse's prefix matching over vLLM's options: k3plan.engines.vllm.serve OPTIONS; the last of two spellings
+    kept, as argparse keeps the last occurrence) and its random-routing wrapper FORCE_MOE_RANDOM_ROUTING=1 (the top-k
+    ids redrawn in the compiled step, fused_moe_gmm.py): neither moves a figure; each is listed."""
     base = _fit(cli, DAILY)["engine"]
     for extra, name in (
         (" --hf-config=deepseek-ai/DeepSeek-R1", "--hf-config-path deepseek-ai/DeepSeek-R1"),
         (" --hf-config deepseek-ai/DeepSeek-R1 --hf-config-path deepseek-ai/DeepSeek-R1", "--hf-config-path"),
+        (" --hf-config deepseek-ai/DeepSeek-V3 --hf-config-path deepseek-ai/DeepSeek-R1", "--hf-config-path"),
+        (" --hf-con=deepseek-ai/DeepSeek-R1", "--hf-config-path deepseek-ai/DeepSeek-R1"),
     ):
         d = _fit(cli, DAILY + extra)["engine"]
         assert (d["weights_bytes"], d["kv_pool_bytes"]) == (base["weights_bytes"], base["kv_pool_bytes"])
@@ -475,3 +486,24 @@ def test_the_jax_deepseek_s_refusals(cli, cmd, text):
     r = cli("fit", "-H", "tpu-v7x", "-t", "2x2x1", "--serve", cmd)
     assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1, r.output
     assert text in r.output, r.output
+
+
+def test_the_mlperf_unit_test_s_five_layer_r1_is_the_bundled_config_cut_to_five_layers(cli):
+    """mlperf.sh @b8692ff0's --hf_overrides '{"num_hidden_layers": 5}' (vLLM's ModelConfig.hf_overrides; the JAX
+    deepseek_v3.py builds make_layers(hf_config.num_hidden_layers) and skips the checkpoint's later layers): the
+    daily command with it holds 5 layers' weights (3 dense + 2 MoE), the same per-layer KV a token over 5 layers,
+    and the model keeps its name (the deepseek-v3 rules of the JAX path still apply: the MLA 640-value spec)."""
+    full = _fit(cli, DAILY)["engine"]
+    d = _fit(cli, DAILY + """ --hf_overrides '{"num_hidden_layers": 5}'""")
+    cut = d["engine"]
+    assert d["model"]["name"] == "deepseek-v3"
+    assert cut["starts"] and cut["weights_bytes"] < full["weights_bytes"] / 5
+    # the pool a token: 5 layers where the full model has 61
+    per_token_full = full["kv_pool_bytes"] / full["kv_pool_tokens"]
+    per_token_cut = cut["kv_pool_bytes"] / cut["kv_pool_tokens"]
+    assert per_token_cut == pytest.approx(per_token_full * 5 / 61, rel=0.01)
+    # the compile that settles the temporaries is of the bundled model: said so, as fit has no flag for the cut
+    text = cli(
+        "fit", "-H", "tpu-v7x", "-t", "2x2x1", "--serve", DAILY + """ --hf-overrides '{"num_hidden_layers": 5}'"""
+    )
+    assert "not the model built with num_hidden_layers 5 (fit has no flag for those)" in text.output

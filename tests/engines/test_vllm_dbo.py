@@ -88,9 +88,61 @@ def test_flags_gone_from_0_28_are_refused_there_and_read_before():
         _read(base + "--no-disable-cascade-attn", release="0.26.0")
 
 
-def test_hf_overrides_is_refused():
-    with pytest.raises(K3PlanError, match=r"--hf-overrides: the checkpoint's config overridden"):
-        _read("vllm serve deepseek-ai/DeepSeek-V3 --tensor-parallel-size 8 --hf-overrides '{\"num_hidden_layers\":4}'")
+def test_hf_overrides_prices_the_fields_k3plan_s_spec_reads_and_refuses_any_other():
+    """--hf-overrides (ModelConfig.hf_overrides: its flat fields set over the Hugging Face config before the model is
+    built, config.update(hf_overrides_kw), the 0.11.2-0.34.0 wheels): num_hidden_layers / first_k_dense_replace read
+    into the question, the model keeping its name; any other field (max_position_embeddings among them: vLLM may
+    scale it by the rope factor, not read), a value that is not a whole number, or a nested object refused by name
+    (exit 2)."""
+    base = "vllm serve deepseek-ai/DeepSeek-V3 --tensor-parallel-size 8 --hf-overrides "
+    q = _read(base + """'{"num_hidden_layers":4, "first_k_dense_replace": 1}'""")
+    assert (q.model, q.hf_overrides) == ("deepseek-v3", (("num_hidden_layers", 4), ("first_k_dense_replace", 1)))
+    assert any(c.startswith("--hf-overrides: the model built from the bundled config") for c in q.caveats)
+    assert _read(base + "'{}'").hf_overrides == ()
+    for value, says in (
+        ('{"rope_theta": 1}', "--hf-overrides rope_theta: vLLM sets it over"),
+        ('{"max_position_embeddings": 8192}', "--hf-overrides max_position_embeddings: vLLM sets it over"),
+        ('{"text_config": {"num_hidden_layers": 4}}', "--hf-overrides text_config"),
+        ('{"num_hidden_layers": 0}', "num_hidden_layers 0: expected a whole number from 1"),
+        ('{"num_hidden_layers": "4"}', "expected a whole number"),
+        ("[4]", "expected a JSON object"),
+    ):
+        with pytest.raises(K3PlanError, match=says):
+            _read(base + f"'{value}'")
+
+
+def test_a_model_cut_by_hf_overrides_is_built_from_its_bundled_config_with_them(cli):
+    """fit prices the model the engine builds: DeepSeek-V3 cut to 4 layers (3 dense, 1 MoE) holds the bundled
+    model's embedding, head and first 4 layers, the rules kept for deepseek-v3 still finding it (its name kept); a
+    config whose text model reads its own text_config (Kimi-K2.6) is refused, as a top-level field does not reach
+    it."""
+    import json
+
+    from k3plan.models import load_model
+
+    full, cut = load_model("deepseek-v3"), load_model("deepseek-v3", (("num_hidden_layers", 4),))
+    assert (cut.name, cut.spec.num_layers, cut.spec.mlps) == ("deepseek-v3", 4, ("dense",) * 3 + ("moe",))
+    per_layer = {t.layer for t in full.inventory.tensors if getattr(t, "layer", None) is not None}
+    assert len(per_layer) > 4  # the full model's layers, of which the cut keeps 4
+    assert cut.inventory.checkpoint_bytes < full.inventory.checkpoint_bytes / 10
+    cmd = "vllm serve deepseek-ai/DeepSeek-V3 --tensor-parallel-size 8 --max-model-len 4096"
+    a = json.loads(cli("fit", "-H", "nvidia-h200", "-t", "8", "--serve", cmd, "--json").stdout)["engine"]
+    b = cli(
+        "fit",
+        "-H",
+        "nvidia-h200",
+        "-t",
+        "8",
+        "--serve",
+        cmd + """ --hf-overrides '{"num_hidden_layers": 4}'""",
+        "--json",
+    )
+    assert b.exit_code == 0, b.output
+    b = json.loads(b.stdout)["engine"]
+    assert b["weights_bytes"] < a["weights_bytes"] / 5 and b["kv_pool_bytes"] > a["kv_pool_bytes"]
+    k26 = """vllm serve moonshotai/Kimi-K2.6 -tp 8 --hf-overrides '{"num_hidden_layers": 4}'"""
+    got = cli("fit", "-H", "nvidia-b200", "-t", "8", "--serve", k26)
+    assert got.exit_code == 2 and "text_config, which a top-level field does not reach" in got.output
 
 
 def test_variables_no_read_wheel_names_are_listed_from_where_they_go_and_refused_before():

@@ -21,6 +21,7 @@ from k3plan.engines.serve_values import (
     read_dcp,
     refuse_unpriced,
 )
+from k3plan.engines.serve_values import unabbreviated as shared_unabbreviated
 from k3plan.engines.sglang.ep_moe_copy import AITER_ENV, ep_moe_copies
 from k3plan.engines.sglang.flags import SGLANG_A2A_DEFAULT
 from k3plan.engines.sglang.fraction_eras import RESERVE_FORM_FROM, era_chunk, era_fraction
@@ -478,23 +479,10 @@ def check_choices(r: Reading) -> None:
 
 
 def unabbreviated(token: str, options: frozenset[str] = _UNION, said: str = "") -> str:
-    """A flag as SGLang's parser reads it: argparse (allow_abbrev on) takes a prefix of exactly one of its options
-    for that option and stops on a prefix of several ('ambiguous option'); an exact option, a value or a prefix of
-    none stays as written. ``options``: the parser's (``release_options``: engines/sglang/server_flags.py, the
-    options of the releases read), ``said`` what they are."""
-    if not token.startswith("--") or token == "--":
-        return token
-    name, eq, value = token.partition("=")
-    if name in options:
-        return token
-    matches = sorted(f for f in options if f.startswith(name))
-    if len(matches) > 1:
-        raise K3PlanError(
-            f"--serve: SGLang refuses {name}: 'ambiguous option: {name} could match {', '.join(matches)}' "
-            f"(argparse's prefix matching over the options of {said or 'the releases read'}, server_args.py); write "
-            "the whole flag"
-        )
-    return matches[0] + eq + value if matches else token
+    """A flag as SGLang's parser reads it (argparse, allow_abbrev on: serve_values.unabbreviated, the prefix matching
+    vLLM's reader shares) over ``options`` (``release_options``: engines/sglang/server_flags.py, the options of the
+    releases read), ``said`` what they are."""
+    return shared_unabbreviated(token, options, said or "the releases read", engine="SGLang", where="server_args.py")
 
 
 def nvfp4_runner_caveat(r: Reading, runner: str | None) -> None:

@@ -20,7 +20,15 @@ variables say), the KV dtype, --gpu-memory-utilization, --max-model-len, --max-n
 
 from __future__ import annotations
 
-from k3plan.engines.serve_values import Reading, env_on, flag_int, json_object, refuse_unpriced, suffix_int
+from k3plan.engines.serve_values import (
+    Reading,
+    env_on,
+    flag_int,
+    json_object,
+    read_hf_overrides,
+    refuse_unpriced,
+    suffix_int,
+)
 from k3plan.errors import K3PlanError
 from k3plan.units import fmt_gib
 
@@ -484,21 +492,46 @@ def _tokens(flag: str, value: str) -> int:
     return flag_int(flag, value if n is None else str(n))
 
 
-# vLLM's parser takes an unambiguous prefix of a flag for the flag (argparse's allow_abbrev, on by default: no
-# ArgumentParser of vLLM turns it off, vllm 0.28.0 and 0.34.0 wheels (PyPI) vllm/utils/argparse_utils.py
-# FlexibleArgumentParser, vllm/entrypoints/cli/serve.py), and --hf-config-path is the only flag that starts with
-# --hf-config (vllm/engine/arg_utils.py EngineArgs.add_cli_args, EngineArgs.hf_config_path; no frontend flag does):
-# --hf-config X is --hf-config-path X. tpu-inference's multi-host nightly writes that spelling (scripts/multihost/
-# nightly_benchmarking.sh @b8692ff0: EXTRA_SERVER_ARGS "--hf-config=${HF_CONFIG}")
-HF_CONFIG_PREFIX = "--hf-config"
+# vLLM's parser reads an abbreviated flag as the option it stands for (argparse's allow_abbrev: engines/vllm/serve.py
+# tokens, OPTIONS), before this reader sees it: tpu-inference's multi-host nightly's --hf-config=X (scripts/multihost/
+# nightly_benchmarking.sh @b8692ff0: EXTRA_SERVER_ARGS "--hf-config=${HF_CONFIG}") arrives as --hf-config-path X
 # flags whose memory effect k3plan does not model on tpu-inference, refused with what they do
-UNPRICED = {
-    # vLLM's ModelConfig.hf_overrides (a dict merged into the Hugging Face config before the model is built: vllm
-    # 0.33.0 wheel (PyPI) vllm/config/model.py), which the plugin's model builders read as vLLM's do: tpu-inference's
-    # mlperf.sh @b8692ff0 cuts DeepSeek-R1 to 5 decoder layers with '{"num_hidden_layers": 5}'; k3plan prices the
-    # bundled config's own fields
-    "--hf-overrides": "the checkpoint's config overridden before the model is built (vLLM's ModelConfig.hf_overrides)",
-}
+UNPRICED: dict[str, str] = {}
+# --hf-overrides: vLLM's ModelConfig.hf_overrides, its flat fields set over the Hugging Face config before the model is
+# built (vllm 0.11.2-0.34.0 wheels (PyPI), vllm/config/model.py ModelConfig.__post_init__ hf_overrides_kw,
+# vllm/transformers_utils/config.py get_config: config.update(hf_overrides_kw)), which tpu-inference's model builders
+# read from vllm_config.model_config.hf_config. tpu-inference's mlperf.sh @b8692ff0 cuts DeepSeek-R1 to 5 decoder
+# layers with '{"num_hidden_layers": 5}'. Read for DeepSeek-V3 / R1, whose JAX model takes its layer count from the
+# config (tpu_inference/models/jax/deepseek_v3.py @b8692ff0: make_layers(hf_config.num_hidden_layers, ...); its
+# load_weights skips the checkpoint's layers from len(self.model.layers) to the MTP layer) and its dense layers from
+# the module's own first_k_dense_replace = 3, not the config's: num_hidden_layers alone is priced, on that model alone
+HF_OVERRIDES_SOURCE = (
+    "vLLM's ModelConfig.hf_overrides -> config.update (vllm/transformers_utils/config.py get_config); "
+    f"{SOURCE} tpu_inference/models/jax/deepseek_v3.py make_layers(hf_config.num_hidden_layers)"
+)
+HF_OVERRIDES_MODELS = ("deepseek-v3",)
+HF_OVERRIDES_FIELDS = ("num_hidden_layers",)
+
+
+def _hf_overrides(r: Reading) -> None:
+    """--hf-overrides (``HF_OVERRIDES_SOURCE``): num_hidden_layers priced on the DeepSeek-V3 checkpoints, anything
+    else refused in one line."""
+    if r.flags.get("--hf-overrides") is None:
+        return
+    bundled = ""
+    if r.resolve is not None and r.model:
+        try:
+            bundled = r.resolve(r.model)
+        except K3PlanError:  # refused by name where parse_serve resolves the model
+            bundled = ""
+    if bundled and bundled not in HF_OVERRIDES_MODELS:
+        raise K3PlanError(
+            f"--serve: --hf-overrides on {r.model}: how tpu-inference's model code for it takes the config's fields was "
+            f"read for {', '.join(HF_OVERRIDES_MODELS)} only (tpu_inference/models/jax/deepseek_v3.py); remove it"
+        )
+    read_hf_overrides(
+        r, "--hf-overrides", engine="tpu-inference", source=HF_OVERRIDES_SOURCE, allowed=HF_OVERRIDES_FIELDS
+    )
 
 
 def _hf_config(r: Reading, path: str | None) -> None:
@@ -563,13 +596,8 @@ def read(r: Reading) -> None:
         )
     r.chunk = _tokens("--max-num-batched-tokens", str(chunk))
     refuse_unpriced(get, UNPRICED, "tpu-inference")
-    path, prefix = get("--hf-config-path", None), get(HF_CONFIG_PREFIX, None)
-    if path is not None and prefix is not None and path != prefix:
-        raise K3PlanError(
-            f"--serve: {HF_CONFIG_PREFIX} {prefix} and --hf-config-path {path}: vLLM's parser reads {HF_CONFIG_PREFIX} "
-            "as --hf-config-path (argparse's prefix matching) and keeps the last of the two; give one"
-        )
-    _hf_config(r, path if path is not None else prefix)
+    _hf_overrides(r)
+    _hf_config(r, get("--hf-config-path", None))
     # per DP rank: tpu_runner.py TPUModelRunner._init_inputs (max_num_reqs = dp_size x max_num_seqs; the DP
     # scheduler's per-rank limits, core/sched/dp_scheduler.py)
     r.batch = flag_int("--max-num-seqs", str(seqs)) if seqs is not None else DEFAULT_MAX_NUM_SEQS

@@ -10,6 +10,7 @@ from typing import Any
 from k3plan.engines.flags import TORCHTPU_DEFAULT_BLOCK
 from k3plan.engines.release import Release, release_text
 from k3plan.engines.serve_values import (
+    OptionTable,
     Reading,
     ServeCommand,
     config_file_args,
@@ -17,8 +18,10 @@ from k3plan.engines.serve_values import (
     flag_int,
     json_object,
     read_dcp,
+    read_hf_overrides,
     refuse_unpriced,
     suffix_int,
+    unabbreviated,
 )
 from k3plan.engines.torchtpu_vllm import ENGINE as TORCHTPU
 from k3plan.engines.tpu_inference import serve as tpu_inference_serve
@@ -39,6 +42,9 @@ from k3plan.engines.vllm.engram import ENGRAM_WHEEL_FROM, read_engram
 from k3plan.engines.vllm.engram import ENV as ENGRAM_ENV
 from k3plan.engines.vllm.eplb import EPLB_WINDOW_DEFAULT
 from k3plan.engines.vllm.memory import KV_MEMORY_SOURCE
+from k3plan.engines.vllm.serve_flags import FLAGS as SERVE_FLAGS
+from k3plan.engines.vllm.serve_flags import RANGES as SERVE_FLAG_RANGES
+from k3plan.engines.vllm.serve_flags import RELEASES as SERVE_FLAG_RELEASES
 from k3plan.engines.vllm.spec import read_speculative
 from k3plan.errors import K3PlanError
 
@@ -339,16 +345,19 @@ def long_context_refusal(context: int, model_max: int) -> str:
 
 
 VLLM_UNPRICED = {
-    "--kv-cache-memory": "an explicit KV cache size a GPU in place of --gpu-memory-utilization's share",
     "--no-enable-chunked-prefill": "whole prompts a step (the profile run's token budget then follows max_model_len)",
     "--offload-group-size": "weights offloaded to host memory and prefetched a group at a time",
     "--offload-num-in-group": "weights offloaded to host memory and prefetched a group at a time",
     "--offload-prefetch-step": "weights offloaded to host memory and prefetched a group at a time",
-    # ModelConfig.hf_overrides (a dict merged into, or a function applied to, the Hugging Face config before the model
-    # is built: vllm 0.33.0 wheel (PyPI) vllm/config/model.py): any field of the config k3plan prices from its bundled
-    # config.json may change
-    "--hf-overrides": "the checkpoint's config overridden before the model is built (ModelConfig.hf_overrides)",
 }
+# ModelConfig.hf_overrides: a JSON object's fields whose values are not objects set over the Hugging Face config
+# before the model is built (ModelConfig.__post_init__ gathers them as hf_overrides_kw, get_config calls
+# config.update(hf_overrides_kw)), read alike in the 0.11.2, 0.28.0, 0.33.0 and 0.34.0 wheels (PyPI); priced over the
+# fields k3plan's model spec reads whole (serve_values.read_hf_overrides), any other refused by name
+HF_OVERRIDES_SOURCE = (
+    "vllm 0.11.2-0.34.0 wheels (PyPI), vllm/config/model.py ModelConfig.__post_init__ hf_overrides_kw, "
+    "vllm/transformers_utils/config.py get_config: config.update(hf_overrides_kw)"
+)
 # weights moved to host memory and read over UVA until this many GiB a GPU are offloaded, a parameter at a time
 # (vLLM 0.31.0 wheel vllm/config/offload.py UVAOffloadConfig.cpu_offload_gb, default 0: nothing offloaded)
 CPU_OFFLOAD = "--cpu-offload-gb"
@@ -486,14 +495,35 @@ INVERSE_SWITCHES = {
 }
 
 
+# the options `vllm serve`'s parser registers, by release read (engines/vllm/serve_flags.py, written from the 0.11.2-
+# 0.34.0 wheels by benchmarks/vllm_serve_flags.py): FlexibleArgumentParser (vllm/utils/argparse_utils.py) leaves
+# argparse's allow_abbrev on (no allow_abbrev in vllm/utils, vllm/entrypoints or vllm/engine of any of those wheels)
+# and adds no abbreviation handling of its own, so argparse takes an unambiguous prefix of one option for it
+# (--hf-config=X: --hf-config-path, as tpu-inference's multi-host nightly writes it: scripts/multihost/
+# nightly_benchmarking.sh @b8692ff0) and stops on an ambiguous one. A command read without a release (on a TPU, where
+# tpu-inference and the torch_tpu plugin run vLLM's parser) is matched against the union of the releases read
+OPTIONS = OptionTable(
+    engine="vLLM",
+    where="vllm/engine/arg_utils.py EngineArgs.add_cli_args and the frontend's make_arg_parser",
+    flags=SERVE_FLAGS,
+    ranges=SERVE_FLAG_RANGES,
+    releases=SERVE_FLAG_RELEASES,
+)
+
+
 def tokens(
     model: str | None, rest: list[str], *, release: Release | None = None, release_post: int = 0
 ) -> tuple[str | None, list[str]]:
-    """The flags as vLLM's parser reads them: a --config file's flags first, dashes, the inverse spelling of a switch
-    as its --no- form (``INVERSE_SWITCHES``), and its dotted config flags folded into their JSON flag
-    (serve_values.config_file_args, fold_dotted below); the same in every release read (and post-release)."""
-    flags = [dashes(tok) for tok in config_file_args(rest, engine=ENGINE)]
-    return model, fold_dotted([INVERSE_SWITCHES.get(tok, tok) for tok in flags])
+    """The flags as vLLM's parser reads them, in its order (FlexibleArgumentParser.parse_args, then argparse): a
+    --config file's flags first, dashes, its dotted config flags folded into their JSON flag
+    (serve_values.config_file_args, fold_dotted above), an abbreviated flag as the option it stands for in
+    ``release``'s parser (``OPTIONS``, serve_values.unabbreviated), and the inverse spelling of a switch as its --no-
+    form (``INVERSE_SWITCHES``). ``release_post`` (a post-release) reads as its release: the table holds no
+    post-releases."""
+    options, said = OPTIONS.options(release)
+    flags = fold_dotted([dashes(tok) for tok in config_file_args(rest, engine=ENGINE)])
+    flags = [unabbreviated(tok, options, said, engine=OPTIONS.engine, where=OPTIONS.where) for tok in flags]
+    return model, [INVERSE_SWITCHES.get(tok, tok) for tok in flags]
 
 
 # the most bytes --kv-cache-memory-bytes may name: more than any device holds (a PiB), so a typo is bad input
@@ -869,6 +899,7 @@ def read(r: Reading) -> None:
     # InferenceX's multi-node vLLM recipes (@843c6254 benchmarks/multi_node/srt-slurm-recipes/vllm/): settings that
     # size what a GPU holds in a way k3plan does not follow, refused with what they do
     refuse_unpriced(get, VLLM_UNPRICED, "vLLM")
+    read_hf_overrides(r, "--hf-overrides", engine="vLLM", source=HF_OVERRIDES_SOURCE)
     read_cpu_offload(r)
     read_dbo(r)
     read_removed(r)
