@@ -821,8 +821,9 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         expert_pad=st.expert_pad,
         weights_source=weights_source,
         vision_bytes=_vision_bytes(setup, served),
-        temp_bytes=result.per_device.temp_bytes,
-        temp_source=f"prefill: {result.provenance.temp_prefill}; decode: {result.provenance.temp_decode}",
+        # the budget's temporaries with vLLM's own size for the MLA layer's profile allocation (engines/vllm/
+        # mla_workspace.py)
+        **_vllm_profile_temp(served, setup, result, lay, stack=st.name, kind=hw.kind),
         page_bytes=lay.page_bytes,
         kv_bytes_per_token_layer=lay.kv_bytes_per_token_layer,
         block_tokens=lay.block_tokens,
@@ -881,10 +882,104 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         if served is not None and spec.moe is not None
         else None,
         step_options=None if served is None else served.stack_options,
+        graph_profile_oom=_graph_profile_oom(
+            served, setup, result, lay, stack=st.name, kind=hw.kind, vendor=hw.vendor, hardware=hw.name
+        ),
     )
     if got is None:
         return None
     return _with_serve(got.as_json(), result, served)
+
+
+MLA_KV_LABEL = "MLA up-projected K/V over the context"
+# the models whose vLLM attention is MLAAttention (model_executor/layers/mla.py MultiHeadLatentAttentionWrapper, whose
+# profile-run allocation engines/vllm/mla_workspace.py sizes): deepseek_v2.py DeepseekV2MLAAttention (DeepSeek-V3 and
+# the Kimi-K2 checkpoints), kimi_k25.py over it, kimi_linear.py KimiMLAAttention (vllm 0.20.0 wheel). Not Kimi-K3, whose
+# own MLA layer zeroes its output without attention metadata (tests/engines/cases/vllm-inferencex-2371-k3-b300-tp8-1m),
+# nor DeepSeek-V4's attention
+MLA_PROFILE_ARCHS = ("deepseek_v3", "kimi_k2", "kimi_k25", "kimi_linear")  # model_type (ModelSpec.architecture)
+
+
+def _vllm_profile_temp(served, setup: Setup, result: FitResult, lay, *, stack: str, kind: str) -> dict[str, Any]:
+    """temp_bytes and temp_source for vLLM's sizing: the budget's temporaries, where they are its analytic terms and
+    the model has MLA layers (not DeepSeek-V4's attention) on a GPU, with the prefill's ``MLA up-projected K/V over the
+    context`` term replaced by the tensor vLLM's profile run allocates in an MLA layer for it (engines/vllm/
+    mla_workspace.py profile_mla_allocation); as they are elsewhere."""
+    temp, t = result.per_device.temp_bytes, result.temp
+    source = f"prefill: {result.provenance.temp_prefill}; decode: {result.provenance.temp_decode}"
+    plain = {"temp_bytes": temp, "temp_source": source}
+    terms = {e.name: e.bytes for e in t.prefill_terms}
+    if MLA_KV_LABEL not in terms:
+        return plain
+    if t.prefill_bytes is None or t.decode_bytes is None or temp != max(t.prefill_bytes, t.decode_bytes):
+        return plain  # a calibrated or refused stage: not the analytic terms
+    got = _mla_allocation(served, setup, result, lay, stack=stack, kind=kind)
+    if got is None:
+        return plain
+    k3 = int(terms[MLA_KV_LABEL])
+    prefill = t.prefill_bytes - k3 + got[0]
+    return {
+        "temp_bytes": max(prefill, t.decode_bytes),
+        "temp_source": f"prefill: {result.provenance.temp_prefill}, its {MLA_KV_LABEL} ({k3:,} B) replaced by what "
+        f"the MLA layer allocates in vLLM's profile run, {got[1]} (prefill {prefill:,} B); decode: "
+        f"{result.provenance.temp_decode}",
+    }
+
+
+def _mla_allocation(served, setup: Setup, result: FitResult, lay, *, stack: str, kind: str) -> tuple[int, str] | None:
+    """(bytes, source) of the tensor an MLA layer allocates in vLLM's profile run a GPU (engines/vllm/mla_workspace.py),
+    for a model whose vLLM attention is MLAAttention; None elsewhere."""
+    from k3plan.engines.vllm.mla_workspace import profile_mla_allocation
+    from k3plan.engines.vllm.releases import NEWEST_RELEASE
+
+    spec = setup.model.spec
+    if kind != "gpu" or spec.mla is None or spec.architecture not in MLA_PROFILE_ARCHS or not lay.n_mla:
+        return None
+    return profile_mla_allocation(
+        release=_release(served, stack, kind) or NEWEST_RELEASE,
+        max_model_len=result.workload.context_tokens,
+        max_num_seqs=result.workload.batch if served is None else served.batch,
+        block_size=served.block_size if served is not None and served.block_size else lay.block_tokens,
+        local_heads=spec.mla.heads // setup.parallel.tp,
+        qk_nope_head_dim=spec.mla.qk_nope_head_dim,
+        v_head_dim=spec.mla.v_head_dim,
+        act_bytes=2,  # k_c_normed's dtype: the activations' bf16 (stack activation_dtype)
+        dcp=1 if served is None else served.dcp,
+    )
+
+
+def _graph_profile_oom(
+    served, setup: Setup, result: FitResult, lay, *, stack: str, kind: str, vendor: str, hardware: str
+) -> tuple[int, str, str] | None:
+    """What vLLM's CUDA-graph profiling holds at once beside the weights where a PIECEWISE warm-up asks the MLA layer's
+    profile tensor again (engines/vllm/mla_workspace.py graph_profile_need), on CUDA under --serve; None elsewhere."""
+    from k3plan.engines.vllm.cudagraph import cudagraph_plan, default_ceiling
+    from k3plan.engines.vllm.mla_workspace import graph_profile_need
+
+    if served is None or served.compilation is None or vendor != "nvidia" or served.release is None:
+        return None
+    got = _mla_allocation(served, setup, result, lay, stack=stack, kind=kind)
+    if got is None:
+        return None
+    plan = cudagraph_plan(
+        max_num_seqs=served.batch,
+        max_num_batched_tokens=result.workload.prefill_chunk_tokens,
+        num_speculative_tokens=served.draft.num_speculative_tokens if served.draft is not None else 0,
+        read=served.compilation,
+        ceiling=default_ceiling(hardware=hardware, release=served.release),
+        release=served.release,
+    )
+    if not plan.sizes:
+        return None
+    page = lay.page_bytes or lay.block_tokens * lay.kv_bytes_per_token_layer
+    # _init_minimal_kv_cache_for_profiling: num_gpu_blocks_override = max_cudagraph_capture_size, each KV tensor that
+    # many pages
+    return graph_profile_need(
+        release=served.release,
+        allocation=got[0],
+        kv_tensor_bytes=max(plan.sizes) * page,
+        piecewise_graphs=plan.piecewise,
+    )
 
 
 def _mega_moe(served, setup: Setup, result: FitResult, *, vendor: str) -> tuple[int, str] | None:

@@ -125,6 +125,9 @@ class Reading:
     async_scheduling: bool | None = None  # vLLM's --async-scheduling / --no-async-scheduling (None: not given)
     # config fields the command sets over the checkpoint's config before the model is built (read_hf_overrides)
     hf_overrides: tuple[tuple[str, int], ...] = ()
+    # the family's rule for --quantization on a checkpoint stored unquantized (the engine's online quantization):
+    # (reading, method, bundled model) -> True where it prices it (setting its stack option), False to refuse it
+    online_quant: Callable[[Any, str, str], bool] | None = None
     options: dict[str, str] = field(default_factory=dict)
     ignored: list[str] = field(default_factory=list)
     tp: int = 1
@@ -267,7 +270,10 @@ class Reading:
             # a checkpoint stored unquantized (no quantization_config): the method is applied at load, not read from
             # the checkpoint (vllm 0.21.0 wheel: config/model.py ModelConfig._verify_quantization keeps the argument
             # when config.json has none; layers/quantization/fp8.py Fp8Config.get_quant_method then takes
-            # Fp8OnlineLinearMethod, is_checkpoint_fp8_serialized being False), which k3plan does not price
+            # Fp8OnlineLinearMethod, is_checkpoint_fp8_serialized being False); priced only where the family's reader
+            # read it (``online_quant``: vLLM's engines/vllm/online_quant.py), refused elsewhere
+            if self.online_quant is not None and self.online_quant(self, quant, resolved):
+                return
             raise K3PlanError(
                 f"--serve: --quantization {quant!r}: {resolved} is stored unquantized, so the engine would quantize "
                 "it at load; k3plan prices the checkpoint's own format only (drop --quantization)"

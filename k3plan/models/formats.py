@@ -14,6 +14,10 @@ hold it. One registry; every byte count in k3plan goes through ``FORMATS[name].n
 - fp4_f32scale_b512: FP4 E2M1 codes (0.5 B a parameter) with one fp32 scale per 512 inputs of a row, as the torch_tpu
   vLLM plugin requantizes DeepSeek-V4's FP4 experts at load (MOE_REQUANTIZE_BLOCK_SIZE, default 512;
   engines/torchtpu_vllm/stack.yaml): 4.0625 bits; a row's last block counted whole.
+- fp8_pt: e4m3 with one f32 scale a matrix (an expert's own along the leading axis), as vLLM's online FP8 holds a
+  bf16 checkpoint's Linear and FusedMoE weights after quantizing them at load (``--quantization fp8`` on a checkpoint
+  with no quantization_config: Fp8OnlineLinearMethod / Fp8OnlineMoEMethod, engines/vllm/online_quant.py): 1 B a
+  parameter + 4 B a matrix. A resident format only: no checkpoint stores it.
 - fp8_block (DeepSeek-V3 style e4m3): 1 B a parameter + one f32 ``weight_scale_inv`` per [128, 128]
   block of each matrix.
 - ds_fp8 / ds_fp4 (DeepSeek-V4's own checkpoint, names ``<base>.weight`` + ``<base>.scale``): e4m3 with one
@@ -72,6 +76,10 @@ class Format(Frozen):  # a Struct: ~1/6 of a frozen dataclass's class-creation c
     def read_nbytes(self, shape: tuple[int, ...]) -> int:
         """The bytes a kernel streams of a tensor of ``shape``: nbytes less what the engine holds unread."""
         return self.nbytes(shape) - (self.unread(shape) if self.unread is not None else 0)
+
+
+def _fp8_pt_bytes(shape: tuple[int, ...]) -> int:
+    return math.prod(shape) + 4 * _lead(shape)
 
 
 def _plain(itemsize: int, dtype: str, name: str) -> Format:
@@ -159,6 +167,13 @@ FORMATS: dict[str, Format] = {
     "bf16": _plain(2, "BF16", "bf16"),
     "f32": _plain(4, "F32", "f32"),
     "fp8": _plain(1, "F8_E4M3", "fp8"),
+    "fp8_pt": Format(
+        name="fp8_pt",
+        bits_per_param=8,
+        nbytes=_fp8_pt_bytes,
+        parts=(("", "F8_E4M3", lambda s: tuple(s)), ("_scale", "F32", lambda s: tuple(s[:-2]))),
+        quantized=True,
+    ),
     "mxfp4": Format(
         name="mxfp4",
         bits_per_param=4.25,

@@ -178,9 +178,12 @@ def test_rocm_keeps_the_3_gib_floor(cli):
     assert margin >= 3 * GiB
     v = new["kv_pool_bytes"] + new["weights_bytes"] + new["non_torch_bytes"] + margin + new["activation_bytes"]
     # 0.34.0 holds the MoE workspace resident and keeps the larger of the sampler's tensors and the forward's other
-    # temporaries (k3plan's, smaller than the workspace here, so whole) free: more than 0.33.0's single peak by this
+    # temporaries (k3plan's, smaller than the workspace here, so whole) free: more than 0.33.0's single peak by this;
+    # since session 49 the forward's MLA term is the profile run's own tensor (engines/vllm/mla_workspace.py: 65,536
+    # rows x 16 heads x 256 x 2 B), larger than the budget's 32,768-token context term (x 320 values) it replaces
+    mla_growth = (65_536 * 16 * 256 - 32_768 * 16 * 320) * 2
     moved = new["activation_bytes"] + new["non_torch_bytes"] - old["activation_bytes"]
-    assert 0 <= moved < 0.1 * GiB
+    assert 0 <= moved < 0.1 * GiB + mla_growth
     assert new["kv_pool_bytes"] - old["kv_pool_bytes"] == v - int(v * 0.92) - margin - moved
 
 

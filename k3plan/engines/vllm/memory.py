@@ -298,6 +298,7 @@ def vllm_kv_pool(
     dcp: int = 1,
     in_flight_batches: int = 1,
     unpriced: str = "",
+    graph_profile_oom: tuple[int, str, str] | None = None,
     kv_cache_memory_bytes: int | None = None,
     extensible_platform: str | None = None,
     expert_formats: tuple[str, ...] = (),
@@ -487,6 +488,14 @@ def vllm_kv_pool(
             f"({resident / gib:.2f} GiB) exceeds the {visible_bytes / gib:.2f} GiB the engine sees"
         )
         raised_at = KV_MEMORY_OOM_AT
+    elif graph_profile_oom is not None and weights_bytes + graph_profile_oom[0] > visible_bytes:
+        starts = False
+        message = (
+            f"torch.OutOfMemoryError: CUDA out of memory in CUDA graph profiling: {graph_profile_oom[1]}, "
+            f"{(weights_bytes + graph_profile_oom[0]) / gib:.2f} GiB with the weights' {weights_bytes / gib:.2f} of the "
+            f"{visible_bytes / gib:.2f} GiB the engine sees"
+        )
+        raised_at = graph_profile_oom[2]
     elif ext_refusal is not None:
         starts, (message, raised_at) = False, ext_refusal
     elif compact_short:
@@ -654,6 +663,7 @@ def engine_sizing(
     hybrid_kv_off: bool = False,
     step_model: tuple[str, int, int, int, int] | None = None,
     step_options: dict[str, str] | None = None,
+    graph_profile_oom: tuple[int, str, str] | None = None,
 ) -> EngineSizing | None:
     """The sizing of the stack's engine from a fit's numbers; None where the stack's pool is not vLLM's
     (kv_pool method utilization_minus_profile: GPU vLLM; utilization_minus_resident: the torch_tpu plugin).
@@ -684,7 +694,10 @@ def engine_sizing(
     source (engines/vllm/all2all_buffers.py all2all_non_torch), added to the non-torch increase; None: none.
     ``step_model``: (architecture, MoE layers, top-k, the experts' width, attention-DP ranks) and ``step_options`` (the
     stack options the command set), for the temporaries a TPU engine's compiled step holds (HbmWorker.step_temporaries,
-    over ``max_num_batched_tokens`` a rank); None: not priced."""
+    over ``max_num_batched_tokens`` a rank); None: not priced.
+    ``graph_profile_oom``: (bytes beside the weights, what they are, where raised) that CUDA-graph profiling needs at
+    once (engines/vllm/mla_workspace.py graph_profile_need): the start dies there where the weights and they exceed
+    the visible memory; None: not priced."""
     if kv_pool_method not in ("utilization_minus_profile", "utilization_minus_resident"):
         return None
     # the torch_tpu plugin's per-layer layout (paging 'separate'): its own page, --block-size when a command gives one,
@@ -1058,6 +1071,7 @@ def engine_sizing(
         backend_refusal=backend_refusal,
         dcp=dcp,
         unpriced=unpriced,
+        graph_profile_oom=graph_profile_oom if kv_pool_method == "utilization_minus_profile" else None,
         in_flight_batches=in_flight if in_flight is not None else default_in_flight(),
         kv_cache_memory_bytes=kv_cache_memory_bytes if kv_pool_method == "utilization_minus_profile" else None,
         extensible_platform=ext_platform,

@@ -42,6 +42,7 @@ from k3plan.engines.vllm.engram import ENGRAM_WHEEL_FROM, read_engram
 from k3plan.engines.vllm.engram import ENV as ENGRAM_ENV
 from k3plan.engines.vllm.eplb import EPLB_WINDOW_DEFAULT
 from k3plan.engines.vllm.memory import KV_MEMORY_SOURCE
+from k3plan.engines.vllm.online_quant import online_quantization
 from k3plan.engines.vllm.serve_flags import FLAGS as SERVE_FLAGS
 from k3plan.engines.vllm.serve_flags import RANGES as SERVE_FLAG_RANGES
 from k3plan.engines.vllm.serve_flags import RELEASES as SERVE_FLAG_RELEASES
@@ -1043,6 +1044,8 @@ def read(r: Reading) -> None:
         r.engram, r.engram_host_copies = engram.placement, engram.host_copies
     if ENGRAM_ENV in r.env and r.release is not None and r.release >= ENGRAM_WHEEL_FROM:
         r.ignored.append(f"{ENGRAM_ENV}={r.env[ENGRAM_ENV]}")  # no such variable in the wheels from 0.31.0
+    if r.platform != "tpu":  # online FP8 of a checkpoint stored unquantized (engines/vllm/online_quant.py)
+        r.online_quant = online_quantization
     r.quantization()
     # issue 47 item 1: priced in engines/vllm/spec.py; a drafter's kv_cache_dtype read against the target's
     ds_mla = r.resolve is not None and r.resolve(r.model).startswith("deepseek-v4")  # V4's fp8_ds_mla layout
