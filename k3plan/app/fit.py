@@ -572,6 +572,26 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
         # the budget follows the engine's release: an option default it changed (Engine.option_defaults: vLLM's
         # gpu_memory_utilization) and DeepSeek-V4's charge (Stack.engine_release)
         opts["engine_release"] = q.release
+    mla_rule = engine_rules(q.stack).dense_mla_block
+    spec = model.spec
+    if (
+        mla_rule is not None
+        and hw.kind == "gpu"
+        and q.block_size is None
+        and spec.n_mla
+        and not spec.n_kda
+        and spec.dsv4 is None
+    ):
+        # a dense-MLA model's block as the release's default decode kernel forces or prefers it: one value the budget's
+        # page and the engine's pool read (Stack.engine_block through step/cache.py cache_inputs)
+        got = mla_rule(
+            q.release or engine_rules(q.stack).newest_release_read,
+            hw.name,
+            fp8_kv=q.kv_raw.startswith("fp8"),
+            env=q.env,
+        )
+        if got is not None:
+            opts["engine_block"] = got[0]
     in_flight_rule = engine_rules(q.stack).windowed_in_flight
     if in_flight_rule is not None and hw.kind == "gpu" and model.spec.dsv4 is not None:
         opts["engine_block"] = q.block_size  # and its --block-size (Stack.engine_block; None: the engine's default)
