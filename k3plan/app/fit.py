@@ -888,6 +888,7 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         mega_moe=_mega_moe(served, setup, result, vendor=hw.vendor),
         all2all=_all2all(served, setup, result, vendor=hw.vendor, devices_per_host=hw.devices_per_host),
         eplb_state=_eplb_state(served, setup, result, vendor=hw.vendor),
+        mla_workspace=_mla_workspace(served, setup, hardware=hw.name, kind=hw.kind),
         moe_workspace=_moe_workspace(served, setup, result, vendor=hw.vendor, hardware=hw.name, kind=hw.kind),
         rocm_moe=_rocm_moe(served, setup, st.expert_pad, vendor=hw.vendor, hardware=hw.name),
         rocm_fp8_pad=_rocm_fp8_pad(served, setup, vendor=hw.vendor),
@@ -1038,6 +1039,18 @@ def _rocm_fp8_pad(served, setup: Setup, *, vendor: str) -> tuple[int, str] | Non
         release=served.release,
         env=served.env,
     )
+
+
+def _mla_workspace(served, setup: Setup, *, hardware: str, kind: str) -> tuple[int, str] | None:
+    """The MLA decode workspaces vLLM allocates while it builds a dense-MLA model (engines/vllm/mla_block.py
+    mla_decode_workspace), in its load; None for another model or machine, or where not read."""
+    from k3plan.engines.vllm.mla_block import mla_decode_workspace
+
+    spec = setup.model.spec
+    release = _release(served, setup.stack.name, kind)
+    if release is None or kind != "gpu" or not spec.n_mla or spec.n_kda or spec.dsv4 is not None:
+        return None
+    return mla_decode_workspace(release, hardware, env=served.env if served is not None else {})
 
 
 def _eplb_state(served, setup: Setup, result: FitResult, *, vendor: str) -> tuple[int, str] | None:

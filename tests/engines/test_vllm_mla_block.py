@@ -59,3 +59,46 @@ def test_b200_0180_pool_in_blocks_of_32():
         assert res.exit_code in (0, 1), res.output
         out[v] = json.loads(res.stdout)["engine"]["block_tokens"]
     assert out == {"0.14.1": 128, "0.16.0": 64, "0.18.0": 32}
+
+
+MIB128 = 128 * 1024 * 1024  # FLASHINFER_MLA_WORKSPACE_BUFFER_SIZE, SM100Workspace(128 * 1024 * 1024)
+
+
+@pytest.mark.parametrize(
+    ("release", "hardware", "env", "n"),
+    [
+        ((0, 11, 0), "nvidia-b200", {}, 1),  # CUTLASS MLA's module only
+        ((0, 11, 0), "nvidia-h200", {}, 0),  # FlashMLA's: none
+        ((0, 11, 2), "nvidia-h200", {}, 1),  # get_valid_backends imports FlashInfer MLA's module
+        ((0, 14, 1), "nvidia-b300", {}, 1),  # CUTLASS_MLA selected: its module only
+        ((0, 16, 0), "nvidia-b200", {}, 1),  # FLASHINFER_MLA selected
+        ((0, 18, 0), "nvidia-b200", {}, 2),  # every backend's module: FlashInfer MLA's and CUTLASS MLA's
+        ((0, 20, 0), "nvidia-h200", {}, 1),
+        ((0, 26, 0), "nvidia-gb300-nvl72", {}, 1),  # FlashInfer MLA's buffer made in forward_mqa: CUTLASS MLA's alone
+        ((0, 33, 0), "nvidia-h200", {}, 0),
+    ],
+)
+def test_mla_decode_workspace(release, hardware, env, n):
+    from k3plan.engines.vllm.mla_block import mla_decode_workspace
+
+    got = mla_decode_workspace(release, hardware, env=env)
+    assert got is not None and got[0] == n * MIB128 and "wheel" in got[1]
+
+
+def test_mla_decode_workspace_unread():
+    from k3plan.engines.vllm.mla_block import mla_decode_workspace
+
+    assert mla_decode_workspace((0, 11, 2), "nvidia-b200") is None  # the worker's selection not read
+    assert mla_decode_workspace((0, 23, 0), "nvidia-b200") is None  # 0.21.0-0.25.x not read
+    assert mla_decode_workspace((0, 11, 0), "nvidia-b300") is None  # sm_103 at 0.11.x not read
+
+
+def test_h200_load_steps_up_at_0112():
+    # vLLM's H200 starts of DeepSeek-R1-0528 log 79.58 GiB loaded at 0.11.0 and 79.74 GiB from 0.11.2
+    # (tests/engines/cases/vllm-kamra-r1-0528-h200-tp8-8k-v0110.yaml, -v0112.yaml): FlashInfer MLA's module, imported by
+    # get_valid_backends from 0.11.2, is 0.125 of the 0.16 GiB
+    from k3plan.engines.vllm.mla_block import mla_decode_workspace
+
+    a, b = mla_decode_workspace((0, 11, 0), "nvidia-h200"), mla_decode_workspace((0, 11, 2), "nvidia-h200")
+    assert a is not None and b is not None
+    assert b[0] - a[0] == MIB128 and MIB128 / 2**30 < 79.74 - 79.58

@@ -6,7 +6,8 @@ read it in one place (step/cache.py cache_inputs, through Stack.engine_block, se
 Read in the wheels (PyPI):
 
 - 0.11.0-0.14.x (vllm/platforms/cuda.py CudaPlatform.check_and_update_config; 0.11.0, 0.11.2, 0.13.0, 0.14.0,
-  0.14.1): on the SM100 family CUTLASS MLA by default ('Blackwell => Force CutlassMLA'), whose block is forced to 128
+  0.14.1): on the SM100 family (0.11.x-0.12.x: compute capability exactly 10.0, B200 / GB200; B300 / GB300 not
+  read there) CUTLASS MLA by default ('Blackwell => Force CutlassMLA'), whose block is forced to 128
   ('Forcing kv cache block size to 128 for CUTLASS_MLA backend'); elsewhere FlashMLA, forced to 64. Under
   ``VLLM_ATTENTION_BACKEND=FLASHINFER_MLA`` the block is 64 (32 or a multiple of 64 kept), under ``FLASHMLA`` 64.
 - 0.15.0-0.17.x (the same function; 0.15.0, 0.15.1, 0.16.0, 0.17.0, 0.17.1): on the SM100 family FlashInfer MLA by
@@ -36,6 +37,8 @@ SM90 = frozenset({"nvidia-h100-sxm", "nvidia-h200", "nvidia-h20"})
 READ_FROM: Release = (0, 11, 0)
 FLASHINFER_DEFAULT_FROM: Release = (0, 15, 0)  # SM100: FlashInfer MLA forced to 64 instead of CUTLASS MLA's 128
 PREFERRED_FROM: Release = (0, 18, 0)  # no block forced: the backend's preferred (update_block_size_for_backend)
+FAMILY_FROM: Release = (0, 13, 0)  # is_device_capability_family(100) from 0.13.0; 0.11.x-0.12.x: exactly 10.0
+SM100_EXACT = frozenset({"nvidia-b200", "nvidia-gb200-nvl72"})  # sm_100 (B300 / GB300 are sm_103)
 ENV = "VLLM_ATTENTION_BACKEND"
 ENV_GONE_FROM: Release = (0, 15, 0)  # engines/vllm/backend_env.py ATTENTION_GONE_FROM
 FORCED_SOURCE = (
@@ -62,6 +65,8 @@ def dense_mla_block(
     if release < READ_FROM or not (sm100 or hardware in SM90):
         return None
     at = _at(release)
+    if sm100 and release < FAMILY_FROM and hardware not in SM100_EXACT:
+        return None  # 0.11.x-0.12.x test is_device_capability(100), exactly: sm_103's default was not read
     if release < PREFERRED_FROM:
         chosen = (env or {}).get(ENV) if release < ENV_GONE_FROM else None
         if chosen is None:
@@ -85,3 +90,70 @@ def dense_mla_block(
             v=at, k="FLASHMLA (FLASH_ATTN_MLA takes no fp8 cache)", f="flashmla.py ([64])"
         )
     return 16, PREFERRED_SOURCE.format(v=at, k="FLASH_ATTN_MLA", f="flashattn_mla.py (MultipleOf(16))")
+
+
+# The MLA decode workspaces a kernel module allocates when it is imported: FlashInfer MLA's g_fi_workspace
+# (torch.zeros(FLASHINFER_MLA_WORKSPACE_BUFFER_SIZE 128 MiB), v1/attention/backends/mla/flashinfer_mla.py, module
+# level in the 0.11.0-0.20.0 wheels; from 0.26.0 _get_workspace_buffer, first called in forward_mqa, a decode: not in
+# the load) and CUTLASS MLA's g_sm100_workspace (SM100Workspace(128 MiB), torch.empty, cutlass_mla.py, module level in
+# every wheel read). MLAAttention.__init__ (model_executor/layers/attention/mla_attention.py) asks get_attn_backend
+# while the model is built inside load_model's DeviceMemoryProfiler, so what the selection imports lands in 'Model
+# loading took' (torch.cuda.max_memory_allocated), the weights figure vLLM's non-KV memory counts. The selection
+# (vllm/platforms/cuda.py): 0.11.0 imports the one module get_attn_backend_cls names; from 0.11.2 a selected backend
+# alone (0.13.0-0.14.x: CUTLASS_MLA set in AttentionConfig on the SM100 family; 0.15.0-0.17.x: FLASHINFER_MLA), and
+# with none selected get_valid_backends calls get_class() on every backend of _get_backend_priorities: on SM90
+# FLASH_ATTN_MLA, FLASHMLA, FLASHINFER_MLA, TRITON_MLA (FlashInfer MLA's module imported), on the SM100 family from
+# 0.18.0 FLASHINFER_MLA, CUTLASS_MLA, ... (both). vLLM's H200 starts of DeepSeek-R1-0528 log 79.58 GiB loaded at 0.11.0
+# and 79.74 GiB at 0.11.2-0.20.0 (tests/engines/cases/vllm-kamra-r1-0528-h200-tp8-8k-v0*.yaml): 0.16 GiB more, this
+# 0.125 GiB and 0.035 unexplained. Not read: 0.11.2-0.12.x on the SM100 family (check_and_update_config sets
+# envs.VLLM_ATTENTION_BACKEND = 'CUTLASS_MLA' in its own process, 'TODO: This does not work'), 0.21.0-0.25.x, B300 /
+# GB300 before 0.13.0. FlashInfer MLA's prefill workspace (VLLM_FLASHINFER_WORKSPACE_BUFFER_SIZE, 394 MiB, in
+# MLACommonMetadataBuilder.__init__ where use_flashinfer_prefill: the SM100 family) is made with the metadata builders:
+# after the pool is sized to 0.17.x (initialize_kv_cache), and from 0.18.0 also inside profile_cudagraph_memory, whose
+# builders _cleanup_profiling_kv_cache drops after the torch peak is read: in neither case in vLLM's non-KV memory.
+WORKSPACE = 128 * 1024 * 1024  # FLASHINFER_MLA_WORKSPACE_BUFFER_SIZE; SM100Workspace(128 * 1024 * 1024)
+FI_LAZY_FROM: Release = (0, 26, 0)  # _get_workspace_buffer in forward_mqa (0.26.0, 0.28.0, 0.33.0, 0.34.0 wheels)
+WORKSPACE_UNREAD = (((0, 21, 0), (0, 26, 0)),)
+WORKSPACE_SOURCE = (
+    "vllm {v} wheel (PyPI): {mods} imported by vllm/platforms/cuda.py {how} while MLAAttention.__init__ builds the "
+    "model inside load_model's DeviceMemoryProfiler: module-level 128 MiB decode workspace(s) in the load"
+)
+
+
+def mla_decode_workspace(
+    release: Release, hardware: str, *, env: dict[str, str] | None = None
+) -> tuple[int, str] | None:
+    """(bytes, source) of the MLA decode workspaces vLLM ``release`` allocates at import while it loads a dense-MLA
+    model on ``hardware`` (``WORKSPACE`` above); None where it was not read or allocates none."""
+    sm100 = hardware in SM100_FAMILY
+    if release < READ_FROM or not (sm100 or hardware in SM90):
+        return None
+    if any(lo <= release < hi for lo, hi in WORKSPACE_UNREAD):
+        return None
+    at = _at(release)
+    chosen = (env or {}).get(ENV) if release < ENV_GONE_FROM else None
+    fi_module = release < FI_LAZY_FROM  # FlashInfer MLA's buffer made at import
+    if release < (0, 11, 1):  # the one module get_attn_backend_cls names
+        if not sm100 or hardware not in SM100_EXACT:
+            return None if sm100 else (0, f"vllm {at} wheel: FlashMLA's module, no module-level workspace")
+        mods = (
+            ["flashinfer_mla.py g_fi_workspace"] if chosen == "FLASHINFER_MLA" else ["cutlass_mla.py g_sm100_workspace"]
+        )
+        how = "get_attn_backend_cls (the named backend only)"
+    elif sm100 and release < PREFERRED_FROM:
+        if release < FAMILY_FROM:
+            return None  # 0.11.2-0.12.x on the SM100 family: the selection in the worker was not read
+        default = "CUTLASS_MLA" if release < FLASHINFER_DEFAULT_FROM else "FLASHINFER_MLA"
+        pick = chosen or default
+        if pick not in ("CUTLASS_MLA", "FLASHINFER_MLA"):
+            return None
+        mods = ["cutlass_mla.py g_sm100_workspace" if pick == "CUTLASS_MLA" else "flashinfer_mla.py g_fi_workspace"]
+        how = f"get_attn_backend_cls ({pick} selected in check_and_update_config: its module only)"
+    elif chosen is not None:
+        return None  # a backend the command selects on SM90 at 0.11.2-0.14.x: not read
+    else:
+        mods = (["flashinfer_mla.py g_fi_workspace"] if fi_module else []) + (
+            ["cutlass_mla.py g_sm100_workspace"] if sm100 else []
+        )
+        how = "get_valid_backends (get_class() on every backend of _get_backend_priorities)"
+    return len(mods) * WORKSPACE, WORKSPACE_SOURCE.format(v=at, mods=" and ".join(mods) or "no module", how=how)
