@@ -1,5 +1,5 @@
 """vLLM's block for a dense-MLA model by release and GPU family (k3plan/engines/vllm/mla_block.py), read in the vllm
-0.11.0-0.18.0, 0.20.0, 0.26.0, 0.28.0, 0.33.0 and 0.34.0 wheels (PyPI): vllm/platforms/cuda.py
+0.11.0, 0.11.2, 0.13.0, 0.14.1, 0.15.0-0.28.0, 0.33.0 and 0.34.0 wheels (PyPI): vllm/platforms/cuda.py
 CudaPlatform.check_and_update_config (the forced blocks to 0.17.x), _get_backend_priorities and vllm/platforms/
 interface.py Platform.update_block_size_for_backend (from 0.18.0), v1/attention/backends/mla/*.py
 get_supported_kernel_block_sizes. The budget's page and the engine's pool read the same block."""
@@ -74,7 +74,9 @@ MIB128 = 128 * 1024 * 1024  # FLASHINFER_MLA_WORKSPACE_BUFFER_SIZE, SM100Workspa
         ((0, 16, 0), "nvidia-b200", {}, 1),  # FLASHINFER_MLA selected
         ((0, 18, 0), "nvidia-b200", {}, 2),  # every backend's module: FlashInfer MLA's and CUTLASS MLA's
         ((0, 20, 0), "nvidia-h200", {}, 1),
-        ((0, 26, 0), "nvidia-gb300-nvl72", {}, 1),  # FlashInfer MLA's buffer made in forward_mqa: CUTLASS MLA's alone
+        ((0, 24, 0), "nvidia-gb300-nvl72", {}, 2),
+        ((0, 25, 0), "nvidia-gb300-nvl72", {}, 1),  # FlashInfer MLA's buffer made in forward_mqa: CUTLASS MLA's alone
+        ((0, 25, 0), "nvidia-h200", {}, 0),
         ((0, 33, 0), "nvidia-h200", {}, 0),
     ],
 )
@@ -89,7 +91,6 @@ def test_mla_decode_workspace_unread():
     from k3plan.engines.vllm.mla_block import mla_decode_workspace
 
     assert mla_decode_workspace((0, 11, 2), "nvidia-b200") is None  # the worker's selection not read
-    assert mla_decode_workspace((0, 23, 0), "nvidia-b200") is None  # 0.21.0-0.25.x not read
     assert mla_decode_workspace((0, 11, 0), "nvidia-b300") is None  # sm_103 at 0.11.x not read
 
 

@@ -5,15 +5,15 @@ read it in one place (step/cache.py cache_inputs, through Stack.engine_block, se
 
 Read in the wheels (PyPI):
 
-- 0.11.0-0.14.x (vllm/platforms/cuda.py CudaPlatform.check_and_update_config; 0.11.0, 0.11.2, 0.13.0, 0.14.0,
-  0.14.1): on the SM100 family (0.11.x-0.12.x: compute capability exactly 10.0, B200 / GB200; B300 / GB300 not
-  read there) CUTLASS MLA by default ('Blackwell => Force CutlassMLA'), whose block is forced to 128
-  ('Forcing kv cache block size to 128 for CUTLASS_MLA backend'); elsewhere FlashMLA, forced to 64. Under
-  ``VLLM_ATTENTION_BACKEND=FLASHINFER_MLA`` the block is 64 (32 or a multiple of 64 kept), under ``FLASHMLA`` 64.
-- 0.15.0-0.17.x (the same function; 0.15.0, 0.15.1, 0.16.0, 0.17.0, 0.17.1): on the SM100 family FlashInfer MLA by
+- 0.11.0-0.14.x (vllm/platforms/cuda.py CudaPlatform.check_and_update_config; 0.11.0, 0.11.2, 0.13.0, 0.14.1): on the
+  SM100 family (0.11.x-0.12.x: compute capability exactly 10.0, B200 / GB200; B300 / GB300 not read there) CUTLASS MLA
+  by default ('Blackwell => Force CutlassMLA'), whose block is forced to 128 ('Forcing kv cache block size to 128 for
+  CUTLASS_MLA backend'); elsewhere FlashMLA, forced to 64. Under ``VLLM_ATTENTION_BACKEND=FLASHINFER_MLA`` the block
+  is 64 (32 or a multiple of 64 kept), under ``FLASHMLA`` 64.
+- 0.15.0-0.17.x (the same function; 0.15.0, 0.16.0, 0.17.0): on the SM100 family FlashInfer MLA by
   default where qk_nope_head_dim is 128 (DeepSeek-V3, Kimi-K2: 'Blackwell => Force FlashInfer MLA'), forced to 64;
   elsewhere FlashMLA, 64.
-- from 0.18.0 (0.18.0, 0.20.0, 0.26.0, 0.28.0, 0.33.0, 0.34.0): no block is forced; Platform.
+- from 0.18.0 (0.18.0-0.28.0, 0.33.0, 0.34.0): no block is forced; Platform.
   update_block_size_for_backend asks the first attention layer's backend for its preferred block
   (AttentionBackend.get_preferred_block_size(CacheConfig.DEFAULT_BLOCK_SIZE 16): 16 where supported, else the
   backend's smallest). The backend is the first valid one of _get_backend_priorities: on the SM100 family
@@ -23,9 +23,9 @@ Read in the wheels (PyPI):
   (tests/engines/cases/vllm-kamra-r1-0528-b200-tp8-8k.yaml); its H200 starts of 0.18.0 / 0.19.0 653,808 (a multiple
   of 16, not of 32) and of 0.11.0-0.16.0 multiples of 64.
 
-Not read: 0.19.x, 0.21.0-0.25.x, 0.27.0, 0.29.0-0.32.x (the same code on both sides of each gap); a release before
-0.11.0; --attention-backend / --attention-config.backend (and VLLM_ATTENTION_BACKEND values other than the two above),
-left at k3plan's stack page (paging align_tokens).
+Not read: 0.12.x, 0.29.0-0.32.x (the same code on both sides of each gap); a release before 0.11.0;
+--attention-backend / --attention-config.backend (and VLLM_ATTENTION_BACKEND values other than the three above), left
+at k3plan's stack page (paging align_tokens).
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ def dense_mla_block(
 
 # The MLA decode workspaces a kernel module allocates when it is imported: FlashInfer MLA's g_fi_workspace
 # (torch.zeros(FLASHINFER_MLA_WORKSPACE_BUFFER_SIZE 128 MiB), v1/attention/backends/mla/flashinfer_mla.py, module
-# level in the 0.11.0-0.20.0 wheels; from 0.26.0 _get_workspace_buffer, first called in forward_mqa, a decode: not in
+# level in the 0.11.0-0.24.0 wheels; from 0.25.0 _get_workspace_buffer, first called in forward_mqa, a decode: not in
 # the load) and CUTLASS MLA's g_sm100_workspace (SM100Workspace(128 MiB), torch.empty, cutlass_mla.py, module level in
 # every wheel read). MLAAttention.__init__ (model_executor/layers/attention/mla_attention.py) asks get_attn_backend
 # while the model is built inside load_model's DeviceMemoryProfiler, so what the selection imports lands in 'Model
@@ -103,17 +103,19 @@ def dense_mla_block(
 # alone (0.13.0-0.14.x: CUTLASS_MLA set in AttentionConfig on the SM100 family; 0.15.0-0.17.x: FLASHINFER_MLA), and
 # with none selected get_valid_backends calls get_class() on every backend of _get_backend_priorities: on SM90
 # FLASH_ATTN_MLA, FLASHMLA, FLASHINFER_MLA, TRITON_MLA (FlashInfer MLA's module imported), on the SM100 family from
-# 0.18.0 FLASHINFER_MLA, CUTLASS_MLA, ... (both). vLLM's H200 starts of DeepSeek-R1-0528 log 79.58 GiB loaded at 0.11.0
+# 0.18.0 FLASHINFER_MLA, (from 0.21.0 TOKENSPEED_MLA,) CUTLASS_MLA, ... (both; from 0.24.0 through
+# _get_attn_backend_class, the same get_class()). vLLM's H200 starts of DeepSeek-R1-0528 log 79.58 GiB loaded at 0.11.0
 # and 79.74 GiB at 0.11.2-0.20.0 (tests/engines/cases/vllm-kamra-r1-0528-h200-tp8-8k-v0*.yaml): 0.16 GiB more, this
-# 0.125 GiB and 0.035 unexplained. Not read: 0.11.2-0.12.x on the SM100 family (check_and_update_config sets
-# envs.VLLM_ATTENTION_BACKEND = 'CUTLASS_MLA' in its own process, 'TODO: This does not work'), 0.21.0-0.25.x, B300 /
-# GB300 before 0.13.0. FlashInfer MLA's prefill workspace (VLLM_FLASHINFER_WORKSPACE_BUFFER_SIZE, 394 MiB, in
+# 0.125 GiB and 0.035 unexplained. Read in the 0.11.0, 0.11.2, 0.13.0, 0.14.1, 0.15.0, 0.16.0, 0.17.0, 0.18.0-0.28.0,
+# 0.33.0 and 0.34.0 wheels; not
+# read: 0.11.2-0.12.x on the SM100 family (check_and_update_config sets envs.VLLM_ATTENTION_BACKEND = 'CUTLASS_MLA' in
+# its own process, 'TODO: This does not work': which modules the worker imports was not followed), B300 / GB300
+# before 0.13.0. FlashInfer MLA's prefill workspace (VLLM_FLASHINFER_WORKSPACE_BUFFER_SIZE, 394 MiB, in
 # MLACommonMetadataBuilder.__init__ where use_flashinfer_prefill: the SM100 family) is made with the metadata builders:
 # after the pool is sized to 0.17.x (initialize_kv_cache), and from 0.18.0 also inside profile_cudagraph_memory, whose
 # builders _cleanup_profiling_kv_cache drops after the torch peak is read: in neither case in vLLM's non-KV memory.
 WORKSPACE = 128 * 1024 * 1024  # FLASHINFER_MLA_WORKSPACE_BUFFER_SIZE; SM100Workspace(128 * 1024 * 1024)
-FI_LAZY_FROM: Release = (0, 26, 0)  # _get_workspace_buffer in forward_mqa (0.26.0, 0.28.0, 0.33.0, 0.34.0 wheels)
-WORKSPACE_UNREAD = (((0, 21, 0), (0, 26, 0)),)
+FI_LAZY_FROM: Release = (0, 25, 0)  # _get_workspace_buffer in forward_mqa (0.25.0-0.28.0, 0.33.0, 0.34.0 wheels)
 WORKSPACE_SOURCE = (
     "vllm {v} wheel (PyPI): {mods} imported by vllm/platforms/cuda.py {how} while MLAAttention.__init__ builds the "
     "model inside load_model's DeviceMemoryProfiler: module-level 128 MiB decode workspace(s) in the load"
@@ -127,8 +129,6 @@ def mla_decode_workspace(
     model on ``hardware`` (``WORKSPACE`` above); None where it was not read or allocates none."""
     sm100 = hardware in SM100_FAMILY
     if release < READ_FROM or not (sm100 or hardware in SM90):
-        return None
-    if any(lo <= release < hi for lo, hi in WORKSPACE_UNREAD):
         return None
     at = _at(release)
     chosen = (env or {}).get(ENV) if release < ENV_GONE_FROM else None
