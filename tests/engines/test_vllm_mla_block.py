@@ -1,5 +1,5 @@
 """vLLM's block for a dense-MLA model by release and GPU family (k3plan/engines/vllm/mla_block.py), read in the vllm
-0.11.0, 0.11.2, 0.13.0, 0.14.1, 0.15.0-0.28.0, 0.33.0 and 0.34.0 wheels (PyPI): vllm/platforms/cuda.py
+0.11.0-0.12.0, 0.13.0, 0.14.1, 0.15.0-0.28.0, 0.33.0 and 0.34.0 wheels (PyPI): vllm/platforms/cuda.py
 CudaPlatform.check_and_update_config (the forced blocks to 0.17.x), _get_backend_priorities and vllm/platforms/
 interface.py Platform.update_block_size_for_backend (from 0.18.0), v1/attention/backends/mla/*.py
 get_supported_kernel_block_sizes. The budget's page and the engine's pool read the same block."""
@@ -90,7 +90,7 @@ def test_mla_decode_workspace(release, hardware, env, n):
 def test_mla_decode_workspace_unread():
     from k3plan.engines.vllm.mla_block import mla_decode_workspace
 
-    assert mla_decode_workspace((0, 11, 2), "nvidia-b200") is None  # the worker's selection not read
+    assert mla_decode_workspace((0, 12, 0), "nvidia-b200") is None  # the worker's selection not read
     assert mla_decode_workspace((0, 11, 0), "nvidia-b300") is None  # sm_103 at 0.11.x not read
 
 

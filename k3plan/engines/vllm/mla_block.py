@@ -5,8 +5,8 @@ read it in one place (step/cache.py cache_inputs, through Stack.engine_block, se
 
 Read in the wheels (PyPI):
 
-- 0.11.0-0.14.x (vllm/platforms/cuda.py CudaPlatform.check_and_update_config; 0.11.0, 0.11.2, 0.13.0, 0.14.1): on the
-  SM100 family (0.11.x-0.12.x: compute capability exactly 10.0, B200 / GB200; B300 / GB300 not read there) CUTLASS MLA
+- 0.11.0-0.14.x (vllm/platforms/cuda.py CudaPlatform.check_and_update_config; 0.11.0-0.12.0, 0.13.0, 0.14.1): on the
+  SM100 family (0.11.0-0.12.x: compute capability exactly 10.0, B200 / GB200; B300 / GB300 not read there) CUTLASS MLA
   by default ('Blackwell => Force CutlassMLA'), whose block is forced to 128 ('Forcing kv cache block size to 128 for
   CUTLASS_MLA backend'); elsewhere FlashMLA, forced to 64. Under ``VLLM_ATTENTION_BACKEND=FLASHINFER_MLA`` the block
   is 64 (32 or a multiple of 64 kept), under ``FLASHMLA`` 64.
@@ -23,7 +23,7 @@ Read in the wheels (PyPI):
   (tests/engines/cases/vllm-kamra-r1-0528-b200-tp8-8k.yaml); its H200 starts of 0.18.0 / 0.19.0 653,808 (a multiple
   of 16, not of 32) and of 0.11.0-0.16.0 multiples of 64.
 
-Not read: 0.12.x, 0.29.0-0.32.x (the same code on both sides of each gap); a release before 0.11.0;
+Not read: 0.29.0-0.32.x (the same code on both sides of each gap); a release before 0.11.0;
 --attention-backend / --attention-config.backend (and VLLM_ATTENTION_BACKEND values other than the three above), left
 at k3plan's stack page (paging align_tokens).
 """
@@ -99,16 +99,16 @@ def dense_mla_block(
 # every wheel read). MLAAttention.__init__ (model_executor/layers/attention/mla_attention.py) asks get_attn_backend
 # while the model is built inside load_model's DeviceMemoryProfiler, so what the selection imports lands in 'Model
 # loading took' (torch.cuda.max_memory_allocated), the weights figure vLLM's non-KV memory counts. The selection
-# (vllm/platforms/cuda.py): 0.11.0 imports the one module get_attn_backend_cls names; from 0.11.2 a selected backend
+# (vllm/platforms/cuda.py): 0.11.0 imports the one module get_attn_backend_cls names; from 0.11.1 a selected backend
 # alone (0.13.0-0.14.x: CUTLASS_MLA set in AttentionConfig on the SM100 family; 0.15.0-0.17.x: FLASHINFER_MLA), and
 # with none selected get_valid_backends calls get_class() on every backend of _get_backend_priorities: on SM90
 # FLASH_ATTN_MLA, FLASHMLA, FLASHINFER_MLA, TRITON_MLA (FlashInfer MLA's module imported), on the SM100 family from
 # 0.18.0 FLASHINFER_MLA, (from 0.21.0 TOKENSPEED_MLA,) CUTLASS_MLA, ... (both; from 0.24.0 through
 # _get_attn_backend_class, the same get_class()). vLLM's H200 starts of DeepSeek-R1-0528 log 79.58 GiB loaded at 0.11.0
 # and 79.74 GiB at 0.11.2-0.20.0 (tests/engines/cases/vllm-kamra-r1-0528-h200-tp8-8k-v0*.yaml): 0.16 GiB more, this
-# 0.125 GiB and 0.035 unexplained. Read in the 0.11.0, 0.11.2, 0.13.0, 0.14.1, 0.15.0, 0.16.0, 0.17.0, 0.18.0-0.28.0,
+# 0.125 GiB and 0.035 unexplained. Read in the 0.11.0-0.12.0, 0.13.0, 0.14.1, 0.15.0, 0.16.0, 0.17.0, 0.18.0-0.28.0,
 # 0.33.0 and 0.34.0 wheels; not
-# read: 0.11.2-0.12.x on the SM100 family (check_and_update_config sets envs.VLLM_ATTENTION_BACKEND = 'CUTLASS_MLA' in
+# read: 0.11.1-0.12.x on the SM100 family (check_and_update_config sets envs.VLLM_ATTENTION_BACKEND = 'CUTLASS_MLA' in
 # its own process, 'TODO: This does not work': which modules the worker imports was not followed), B300 / GB300
 # before 0.13.0. FlashInfer MLA's prefill workspace (VLLM_FLASHINFER_WORKSPACE_BUFFER_SIZE, 394 MiB, in
 # MLACommonMetadataBuilder.__init__ where use_flashinfer_prefill: the SM100 family) is made with the metadata builders:
@@ -142,7 +142,7 @@ def mla_decode_workspace(
         how = "get_attn_backend_cls (the named backend only)"
     elif sm100 and release < PREFERRED_FROM:
         if release < FAMILY_FROM:
-            return None  # 0.11.2-0.12.x on the SM100 family: the selection in the worker was not read
+            return None  # 0.11.1-0.12.x on the SM100 family: the selection in the worker was not read
         default = "CUTLASS_MLA" if release < FLASHINFER_DEFAULT_FROM else "FLASHINFER_MLA"
         pick = chosen or default
         if pick not in ("CUTLASS_MLA", "FLASHINFER_MLA"):
@@ -150,7 +150,7 @@ def mla_decode_workspace(
         mods = ["cutlass_mla.py g_sm100_workspace" if pick == "CUTLASS_MLA" else "flashinfer_mla.py g_fi_workspace"]
         how = f"get_attn_backend_cls ({pick} selected in check_and_update_config: its module only)"
     elif chosen is not None:
-        return None  # a backend the command selects on SM90 at 0.11.2-0.14.x: not read
+        return None  # a backend the command selects on SM90 at 0.11.1-0.14.x: not read
     else:
         mods = (["flashinfer_mla.py g_fi_workspace"] if fi_module else []) + (
             ["cutlass_mla.py g_sm100_workspace"] if sm100 else []
