@@ -607,10 +607,22 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
     return opts, q.context or model_max or context, 1, q.chunk or chunk, q
 
 
-def _paging_source(st, spec) -> str:
+def _paging_source(st, spec, hardware: str = "") -> str:
     """Where the stack's page was read: its paging source, and for a hybrid MLA model the release's alignment where
-    the engine's release sets its own (Stack.hybrid_align)."""
-    align, why = st.hybrid_align() if spec.n_mla and spec.n_kda else (0, "")
+    the engine's release sets its own (Stack.hybrid_align); for a dense-MLA model the block the engine's release runs
+    it at (Engine.dense_mla_block, set as Stack.engine_block)."""
+    if spec.n_mla and not spec.n_kda and spec.dsv4 is None and st.engine_block:
+        rule = engine_rules(st.name).dense_mla_block
+        got = None
+        if rule is not None and st.engine_release is not None:
+            got = rule(st.engine_release, hardware, fp8_kv=str(st.kv_cache.dtype).startswith("fp8"))
+        why = (
+            got[1]
+            if got is not None and got[0] == st.engine_block
+            else "the block the command's attention backend forces"
+        )
+        return f"{st.engine_block} tokens: {why}"
+    align, why = st.hybrid_align(hardware) if spec.n_mla and spec.n_kda else (0, "")
     return f"{st.paging.source}; aligned to {align} tokens: {why}" if why else st.paging.source
 
 
@@ -844,7 +856,7 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         page_bytes=lay.page_bytes,
         kv_bytes_per_token_layer=lay.kv_bytes_per_token_layer,
         block_tokens=lay.block_tokens,
-        paging_source=dsv4_block(spec, st.name)[1] or _paging_source(st, spec),
+        paging_source=dsv4_block(spec, st.name)[1] or _paging_source(st, spec, hw.name),
         n_mla=lay.n_mla,
         n_kda=lay.n_kda,
         max_model_len=result.workload.context_tokens,

@@ -28,6 +28,8 @@ from k3plan.engines.vllm.mla_block import dense_mla_block
         ((0, 16, 0), "nvidia-h200", False, {}, 64),  # FlashMLA, forced to 64
         ((0, 18, 0), "nvidia-h200", False, {}, 16),  # FLASH_ATTN_MLA keeps the default 16
         ((0, 20, 0), "nvidia-h200", True, {}, 64),  # no fp8 cache in FLASH_ATTN_MLA: FlashMLA's [64]
+        ((0, 34, 0), "nvidia-h200", False, {}, 64),  # CacheConfig.DEFAULT_BLOCK_SIZE 64 from 0.34.0
+        ((0, 34, 0), "nvidia-b200", False, {}, 64),
     ],
 )
 def test_dense_mla_block(release, hardware, fp8, env, block):

@@ -15,10 +15,11 @@ Read in the wheels (PyPI):
   elsewhere FlashMLA, 64.
 - from 0.18.0 (0.18.0-0.28.0, 0.33.0, 0.34.0): no block is forced; Platform.
   update_block_size_for_backend asks the first attention layer's backend for its preferred block
-  (AttentionBackend.get_preferred_block_size(CacheConfig.DEFAULT_BLOCK_SIZE 16): 16 where supported, else the
-  backend's smallest). The backend is the first valid one of _get_backend_priorities: on the SM100 family
+  (AttentionBackend.get_preferred_block_size(CacheConfig.DEFAULT_BLOCK_SIZE 16, 64 from 0.34.0): the default
+  where supported, else the backend's smallest). The backend is the first valid one of _get_backend_priorities: on the SM100 family
   FLASHINFER_MLA (get_supported_kernel_block_sizes [32, 64], kv dtypes auto / bf16 / fp16 / fp8): 32; on SM90
   FLASH_ATTN_MLA (MultipleOf(16), kv dtypes auto / bf16 / fp16 only): 16, and with an fp8 cache FLASHMLA ([64]): 64.
+  From 0.34.0, at the default 64, 64 on both.
   A vLLM 0.18.0 start of DeepSeek-R1-0528 on 8 x B200 logs 1,219,424 tokens, 38,107 blocks of 32
   (tests/engines/cases/vllm-kamra-r1-0528-b200-tp8-8k.yaml); its H200 starts of 0.18.0 / 0.19.0 653,808 (a multiple
   of 16, not of 32) and of 0.11.0-0.16.0 multiples of 64.
@@ -32,6 +33,12 @@ from __future__ import annotations
 
 from k3plan.engines.release import Release
 from k3plan.engines.vllm.attention_config import SM100_FAMILY
+from k3plan.engines.vllm.extensible import (
+    DEFAULT_BLOCK_SIZE,
+    DEFAULT_BLOCK_SIZE_BEFORE,
+    EXTENSIBLE_FROM,
+    preferred_block,
+)
 
 SM90 = frozenset({"nvidia-h100-sxm", "nvidia-h200", "nvidia-h20"})
 READ_FROM: Release = (0, 11, 0)
@@ -54,6 +61,21 @@ PREFERRED_SOURCE = (
 
 def _at(release: Release) -> str:
     return ".".join(str(p) for p in release)
+
+
+def smallest_kernel_block(hardware: str, *, fp8_kv: bool) -> tuple[int, str] | None:
+    """The smallest kernel block of the MLA decode backend vLLM 0.18.0 on picks by default on ``hardware``
+    (_get_backend_priorities' first valid: FLASHINFER_MLA [32, 64] on the SM100 family; FLASH_ATTN_MLA MultipleOf(16)
+    on SM90, FLASHMLA [64] there with an fp8 cache) and which it is; None on another GPU."""
+    if hardware in SM100_FAMILY:
+        return 32, "FLASHINFER_MLA (get_supported_kernel_block_sizes [32, 64])"
+    if hardware in SM90:
+        return (
+            (64, "FLASHMLA ([64]; FLASH_ATTN_MLA takes no fp8 cache)")
+            if fp8_kv
+            else (16, "FLASH_ATTN_MLA (MultipleOf(16))")
+        )
+    return None
 
 
 def dense_mla_block(
@@ -83,13 +105,17 @@ def dense_mla_block(
             return None
         block = 128 if kernel == "CUTLASS_MLA" else 64
         return block, FORCED_SOURCE.format(v=at, b=block, k=kernel)
+    # the default the backend is asked about: 16, 64 from 0.34.0 (engines/vllm/extensible.py DEFAULT_BLOCK_SIZE)
+    default = DEFAULT_BLOCK_SIZE if release >= EXTENSIBLE_FROM else DEFAULT_BLOCK_SIZE_BEFORE
+    sizes: tuple[int, ...]
     if sm100:
-        return 32, PREFERRED_SOURCE.format(v=at, k="FLASHINFER_MLA", f="flashinfer_mla.py ([32, 64])")
-    if fp8_kv:  # FLASH_ATTN_MLA takes no fp8 cache: FLASHMLA's [64]
-        return 64, PREFERRED_SOURCE.format(
-            v=at, k="FLASHMLA (FLASH_ATTN_MLA takes no fp8 cache)", f="flashmla.py ([64])"
-        )
-    return 16, PREFERRED_SOURCE.format(v=at, k="FLASH_ATTN_MLA", f="flashattn_mla.py (MultipleOf(16))")
+        kernel, f, sizes = "FLASHINFER_MLA", "flashinfer_mla.py ([32, 64])", (32, 64)
+    elif fp8_kv:  # FLASH_ATTN_MLA takes no fp8 cache: FLASHMLA's [64]
+        kernel, f, sizes = "FLASHMLA (FLASH_ATTN_MLA takes no fp8 cache)", "flashmla.py ([64])", (64,)
+    else:
+        kernel, f, sizes = "FLASH_ATTN_MLA", "flashattn_mla.py (MultipleOf(16))", (-16,)
+    block = preferred_block(default, sizes)
+    return block, PREFERRED_SOURCE.format(v=at, k=kernel, f=f) + f" at CacheConfig.DEFAULT_BLOCK_SIZE {default}"
 
 
 # The MLA decode workspaces a kernel module allocates when it is imported: FlashInfer MLA's g_fi_workspace
