@@ -607,15 +607,16 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
     return opts, q.context or model_max or context, 1, q.chunk or chunk, q
 
 
-def _paging_source(st, spec, hardware: str = "") -> str:
+def _paging_source(st, spec, hardware: str = "", env: dict[str, str] | None = None) -> str:
     """Where the stack's page was read: its paging source, and for a hybrid MLA model the release's alignment where
     the engine's release sets its own (Stack.hybrid_align); for a dense-MLA model the block the engine's release runs
     it at (Engine.dense_mla_block, set as Stack.engine_block)."""
     if spec.n_mla and not spec.n_kda and spec.dsv4 is None and st.engine_block:
         rule = engine_rules(st.name).dense_mla_block
         got = None
-        if rule is not None and st.engine_release is not None:
-            got = rule(st.engine_release, hardware, fp8_kv=str(st.kv_cache.dtype).startswith("fp8"))
+        release = st.engine_release or engine_rules(st.name).newest_release_read
+        if rule is not None and release is not None:
+            got = rule(release, hardware, fp8_kv=str(st.kv_cache.dtype).startswith("fp8"), env=env)
         why = (
             got[1]
             if got is not None and got[0] == st.engine_block
@@ -856,7 +857,8 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         page_bytes=lay.page_bytes,
         kv_bytes_per_token_layer=lay.kv_bytes_per_token_layer,
         block_tokens=lay.block_tokens,
-        paging_source=dsv4_block(spec, st.name)[1] or _paging_source(st, spec, hw.name),
+        paging_source=dsv4_block(spec, st.name)[1]
+        or _paging_source(st, spec, hw.name, env=served.env if served is not None else None),
         n_mla=lay.n_mla,
         n_kda=lay.n_kda,
         max_model_len=result.workload.context_tokens,
