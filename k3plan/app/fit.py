@@ -1056,13 +1056,15 @@ def _rocm_fp8_pad(served, setup: Setup, *, vendor: str) -> tuple[int, str] | Non
 
 
 def _mla_workspace(served, setup: Setup, *, hardware: str, kind: str) -> tuple[int, str] | None:
-    """The MLA decode workspaces vLLM allocates while it builds a dense-MLA model (engines/vllm/mla_block.py
-    mla_decode_workspace), in its load; None for another model or machine, or where not read."""
+    """The MLA decode workspaces vLLM allocates while it builds an MLA model, dense or hybrid (Kimi-K3's
+    MultiHeadLatentAttention asks get_attn_backend as MLAAttention does) (engines/vllm/mla_block.py
+    mla_decode_workspace), in its load; None for DeepSeek-V4 (its attention's selection not read), another model or
+    machine, or where not read."""
     from k3plan.engines.vllm.mla_block import mla_decode_workspace
 
     spec = setup.model.spec
     release = _release(served, setup.stack.name, kind)
-    if release is None or kind != "gpu" or not spec.n_mla or spec.n_kda or spec.dsv4 is not None:
+    if release is None or kind != "gpu" or not spec.n_mla or spec.dsv4 is not None:
         return None
     return mla_decode_workspace(release, hardware, env=served.env if served is not None else {})
 
