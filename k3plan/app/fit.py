@@ -574,6 +574,26 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
         # the budget follows the engine's release: an option default it changed (Engine.option_defaults: vLLM's
         # gpu_memory_utilization) and DeepSeek-V4's charge (Stack.engine_release)
         opts["engine_release"] = q.release
+    mla_rule = engine_rules(q.stack).dense_mla_block
+    spec = model.spec
+    if (
+        mla_rule is not None
+        and hw.kind == "gpu"
+        and q.block_size is None
+        and spec.n_mla
+        and not spec.n_kda
+        and spec.dsv4 is None
+    ):
+        # a dense-MLA model's block as the release's default decode kernel forces or prefers it: one value the budget's
+        # page and the engine's pool read (Stack.engine_block through step/cache.py cache_inputs)
+        got = mla_rule(
+            q.release or engine_rules(q.stack).newest_release_read,
+            hw.name,
+            fp8_kv=q.kv_raw.startswith("fp8"),
+            env=q.env,
+        )
+        if got is not None:
+            opts["engine_block"] = got[0]
     in_flight_rule = engine_rules(q.stack).windowed_in_flight
     if in_flight_rule is not None and hw.kind == "gpu" and model.spec.dsv4 is not None:
         opts["engine_block"] = q.block_size  # and its --block-size (Stack.engine_block; None: the engine's default)
@@ -589,10 +609,23 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
     return opts, q.context or model_max or context, 1, q.chunk or chunk, q
 
 
-def _paging_source(st, spec) -> str:
+def _paging_source(st, spec, hardware: str = "", env: dict[str, str] | None = None) -> str:
     """Where the stack's page was read: its paging source, and for a hybrid MLA model the release's alignment where
-    the engine's release sets its own (Stack.hybrid_align)."""
-    align, why = st.hybrid_align() if spec.n_mla and spec.n_kda else (0, "")
+    the engine's release sets its own (Stack.hybrid_align); for a dense-MLA model the block the engine's release runs
+    it at (Engine.dense_mla_block, set as Stack.engine_block)."""
+    if spec.n_mla and not spec.n_kda and spec.dsv4 is None and st.engine_block:
+        rule = engine_rules(st.name).dense_mla_block
+        got = None
+        release = st.engine_release or engine_rules(st.name).newest_release_read
+        if rule is not None and release is not None:
+            got = rule(release, hardware, fp8_kv=str(st.kv_cache.dtype).startswith("fp8"), env=env)
+        why = (
+            got[1]
+            if got is not None and got[0] == st.engine_block
+            else "the block the command's attention backend forces"
+        )
+        return f"{st.engine_block} tokens: {why}"
+    align, why = st.hybrid_align(hardware) if spec.n_mla and spec.n_kda else (0, "")
     return f"{st.paging.source}; aligned to {align} tokens: {why}" if why else st.paging.source
 
 
@@ -827,7 +860,8 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         page_bytes=lay.page_bytes,
         kv_bytes_per_token_layer=lay.kv_bytes_per_token_layer,
         block_tokens=lay.block_tokens,
-        paging_source=dsv4_block(spec, st.name)[1] or _paging_source(st, spec),
+        paging_source=dsv4_block(spec, st.name)[1]
+        or _paging_source(st, spec, hw.name, env=served.env if served is not None else None),
         n_mla=lay.n_mla,
         n_kda=lay.n_kda,
         max_model_len=result.workload.context_tokens,
@@ -871,6 +905,7 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         mega_moe=_mega_moe(served, setup, result, vendor=hw.vendor),
         all2all=_all2all(served, setup, result, vendor=hw.vendor, devices_per_host=hw.devices_per_host),
         eplb_state=_eplb_state(served, setup, result, vendor=hw.vendor),
+        mla_workspace=_mla_workspace(served, setup, hardware=hw.name, kind=hw.kind),
         moe_workspace=_moe_workspace(served, setup, result, vendor=hw.vendor, hardware=hw.name, kind=hw.kind),
         rocm_moe=_rocm_moe(served, setup, st.expert_pad, vendor=hw.vendor, hardware=hw.name),
         rocm_fp8_pad=_rocm_fp8_pad(served, setup, vendor=hw.vendor),
@@ -1115,6 +1150,20 @@ def _rocm_fp8_pad(served, setup: Setup, *, vendor: str) -> tuple[int, str] | Non
         release=served.release,
         env=served.env,
     )
+
+
+def _mla_workspace(served, setup: Setup, *, hardware: str, kind: str) -> tuple[int, str] | None:
+    """The MLA decode workspaces vLLM allocates while it builds an MLA model, dense or hybrid (Kimi-K3's
+    MultiHeadLatentAttention asks get_attn_backend as MLAAttention does) (engines/vllm/mla_block.py
+    mla_decode_workspace), in its load; None for DeepSeek-V4 (its attention's selection not read), another model or
+    machine, or where not read."""
+    from k3plan.engines.vllm.mla_block import mla_decode_workspace
+
+    spec = setup.model.spec
+    release = _release(served, setup.stack.name, kind)
+    if release is None or kind != "gpu" or not spec.n_mla or spec.dsv4 is not None:
+        return None
+    return mla_decode_workspace(release, hardware, env=served.env if served is not None else {})
 
 
 def _eplb_state(served, setup: Setup, result: FitResult, *, vendor: str) -> tuple[int, str] | None:

@@ -140,10 +140,14 @@ class Engine:
     # (release, async_scheduling, pp, v2_runner) -> the batches of the prefill budget a windowed KV group holds pages
     # for, as a serve command runs (vLLM: engines/vllm/releases.py in_flight_batches); None: not the engine's rule
     windowed_in_flight: Optional[Callable[..., int]] = None
-    # (release, the stack's alignment) -> (alignment, why): the token alignment of the attention block the engine's
+    # (release, the stack's alignment, hardware=, fp8_kv=) -> (alignment, why): the token alignment of the attention block the engine's
     # release sets for a hybrid MLA + linear-attention model (vLLM from 0.27.0: 128, engines/vllm/releases.py
     # hybrid_mla_align; read through Stack.hybrid_align); None: the stack's paging.align_tokens at every release
-    hybrid_mla_align: Optional[Callable[[tuple[int, int, int], int], Optional[tuple[int, str]]]] = None
+    hybrid_mla_align: Optional[Callable[..., Optional[tuple[int, str]]]] = None
+    # (release, hardware, fp8_kv=, env=) -> (tokens, why): the KV block the engine's release runs a dense-MLA model at
+    # (every layer one MLA spec) where the command gives no --block-size (vLLM: engines/vllm/mla_block.py; fit sets it
+    # as Stack.engine_block, which the budget's page and the engine's pool read); None: the stack's paging.align_tokens
+    dense_mla_block: Optional[Callable[..., Optional[tuple[int, str]]]] = None
     # (architecture, hardware, vendor, intermediate, shards) -> (num, den, why): a device holds num / den of the
     # experts' even share where the engine TP-splits them (no expert parallelism) and pads a shard by the model's
     # rule (vLLM: engines/vllm/moe_padding.py expert_shard_pad; the budget's weights read it through

@@ -377,17 +377,19 @@ class Stack(Spec):
         delta = np.array([a[1] for a in answers if a is not None])[inverse.reshape(pp.shape)]
         return on, delta
 
-    def hybrid_align(self) -> tuple[int, str]:
+    def hybrid_align(self, hardware: str = "") -> tuple[int, str]:
         """The token alignment of the attention block for a hybrid MLA + linear-attention model at the engine release
         the stack runs (``engine_release``; None: the engine's newest read) and where it was read
-        (``Engine.hybrid_mla_align``); (paging.align_tokens, "") where the engine's rule leaves the stack's."""
+        (``Engine.hybrid_mla_align``, on ``hardware`` with the stack's KV dtype); (paging.align_tokens, "") where the
+        engine's rule leaves the stack's."""
         from k3plan.engines.registry import engine_rules
 
         rules = engine_rules(self.name)
         release = self.engine_release or rules.newest_release_read
         if rules.hybrid_mla_align is None or release is None:
             return self.paging.align_tokens, ""
-        got = rules.hybrid_mla_align(release, self.paging.align_tokens)
+        fp8 = str(self.kv_cache.dtype).startswith("fp8")
+        got = rules.hybrid_mla_align(release, self.paging.align_tokens, hardware=hardware, fp8_kv=fp8)
         return (self.paging.align_tokens, "") if got is None else got
 
     def _reserves_term(self, term: str) -> bool:

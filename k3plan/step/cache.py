@@ -264,7 +264,10 @@ def cache_inputs(
         fixed_state=fixed_state_bytes(spec, stack),  # DeepSeek-V4's; else 0
     )
     if spec.n_mla and spec.n_kda:  # a hybrid MLA model's block, aligned as the engine's release aligns it
-        out["align_tokens"] = stack.hybrid_align()[0]
+        out["align_tokens"] = stack.hybrid_align(hardware)[0]
+    if spec.n_mla and not spec.n_kda and spec.dsv4 is None and stack.engine_block:
+        # a dense-MLA model at the block its engine's release runs it (Engine.dense_mla_block, set by fit)
+        out["align_tokens"] = stack.engine_block
     out["pool_state"] = out["fixed_state"]  # the pool holds the fixed state, unless the engine's planner charges
     # DeepSeek-V4 in the block its engine sets (Dsv4Layout.block)
     out["align_tokens"] = dsv4_block(spec, stack.name)[0] or out["align_tokens"]

@@ -46,25 +46,41 @@ def test_measure_kv_cache_bytes_term_for_term():
     margin = max(GiB, int(peak * 0.75))
     # a budget of the whole device: the headroom less the margin binds
     got = ext.measure_kv_cache_bytes(
-        init_free_memory=init_free, free_memory=free, committed_bytes=committed, requested_memory=81 * GiB,
+        init_free_memory=init_free,
+        free_memory=free,
+        committed_bytes=committed,
+        requested_memory=81 * GiB,
         transient_peak_bytes=peak,
     )
     assert got == min(81 * GiB - non_kv, headroom - margin) - peak == headroom - margin - peak
     # an explicit budget under it binds instead, the margin not taken from it
     got = ext.measure_kv_cache_bytes(
-        init_free_memory=init_free, free_memory=free, committed_bytes=committed, requested_memory=60 * GiB,
+        init_free_memory=init_free,
+        free_memory=free,
+        committed_bytes=committed,
+        requested_memory=60 * GiB,
         transient_peak_bytes=peak,
     )
     assert got == 60 * GiB - non_kv - peak
     # torch's reservation growth kept instead of the peak where larger; ROCm's 3 GiB floor; never below 0
-    assert ext.measure_kv_cache_bytes(
-        init_free_memory=init_free, free_memory=free, committed_bytes=committed, requested_memory=81 * GiB,
-        transient_peak_bytes=peak, torch_reserve_growth_bytes=5 * GiB,
-    ) == headroom - margin - 5 * GiB
+    assert (
+        ext.measure_kv_cache_bytes(
+            init_free_memory=init_free,
+            free_memory=free,
+            committed_bytes=committed,
+            requested_memory=81 * GiB,
+            transient_peak_bytes=peak,
+            torch_reserve_growth_bytes=5 * GiB,
+        )
+        == headroom - margin - 5 * GiB
+    )
     assert ext.margin_bytes(GiB, platform="rocm") == 3 * GiB and ext.margin_bytes(8 * GiB) == 6 * GiB
-    assert ext.measure_kv_cache_bytes(
-        init_free_memory=init_free, free_memory=GiB, committed_bytes=0, requested_memory=81 * GiB
-    ) == 0
+    assert (
+        ext.measure_kv_cache_bytes(
+            init_free_memory=init_free, free_memory=GiB, committed_bytes=0, requested_memory=81 * GiB
+        )
+        == 0
+    )
 
 
 def _pool(**kw):
@@ -115,14 +131,16 @@ def test_0_34_against_0_33_the_same_command(cli):
     """DeepSeek-R1 at TP 8 on an H200, no --gpu-memory-utilization: 0.34.0's pool is the device's visible bytes less
     the weights, the profile peak, the graphs and the margin (max(1 GiB, 0.75 x peak)); 0.33.0's (as k3plan reads its
     stack: int(0.92 x visible), its default from 0.20.0, less the same, no margin): larger by visible -
-    int(0.92 x visible) - the margin, the same weights and peak, the same 64-token block."""
+    int(0.92 x visible) - the margin, the same weights and peak; the block 16 at 0.33.0 (FLASH_ATTN_MLA keeps the
+    default 16), 64 at 0.34.0 (its default)."""
     old, new = _engine(cli, R1, "0.33.0"), _engine(cli, R1, "0.34.0")
     assert old["weights_bytes"] == new["weights_bytes"]
     # the same bytes held beside the weights; 0.34.0 counts the MoE workspace the profile run leaves allocated as
     # resident (its measurement after warmup), not in the transient peak it keeps free (engines/vllm/moe_workspace.py)
     assert old["activation_bytes"] + old["non_torch_bytes"] == new["activation_bytes"] + new["non_torch_bytes"]
     assert new["activation_bytes"] < old["activation_bytes"]
-    assert old["block_tokens"] == new["block_tokens"] == 64
+    # the block: FLASH_ATTN_MLA's preferred at each release's CacheConfig.DEFAULT_BLOCK_SIZE (engines/vllm/mla_block.py)
+    assert (old["block_tokens"], new["block_tokens"]) == (16, 64)
     v = round(139.80 * GiB)  # the H200's visible bytes k3plan reads (engines/vllm/memory.py ENGINE_VISIBLE_HBM)
     margin = ext.margin_bytes(new["activation_bytes"])
     assert new["kv_pool_bytes"] - old["kv_pool_bytes"] == v - int(v * 0.92) - margin > 0
@@ -165,7 +183,9 @@ def test_the_64_token_default_leaves_the_blocks_k3plan_prices():
         assert ext.preferred_block(default, (64,)) == V41_DEFAULT_BLOCK_SM90
         assert ext.hybrid_mla_alignment(default, 16) == 128
     assert ext.preferred_block(16, (32, 64)) == 32 and ext.preferred_block(64, (32, 64)) == 64
-    assert ext.preferred_block(16, (-16,)) == 16 and ext.preferred_block(64, (-16,)) == 64  # FlashAttention MultipleOf(16)
+    assert (
+        ext.preferred_block(16, (-16,)) == 16 and ext.preferred_block(64, (-16,)) == 64
+    )  # FlashAttention MultipleOf(16)
 
 
 def test_rocm_keeps_the_3_gib_floor(cli):

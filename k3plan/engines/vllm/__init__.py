@@ -9,6 +9,7 @@ from pathlib import Path
 from k3plan.engines.engine import Engine
 from k3plan.engines.vllm import dsv4
 from k3plan.engines.vllm.eplb import redundant_expert_pad
+from k3plan.engines.vllm.mla_block import dense_mla_block
 from k3plan.engines.vllm.moe_padding import expert_shard_pad
 from k3plan.engines.vllm.releases import (
     NEWEST_READ,
@@ -77,6 +78,7 @@ ENGINE = Engine(
     oldest_release_read=(0, 8, 4),
     newest_release_read=NEWEST_RELEASE,  # 0.33.0: a GPU question that names no release is read as it (releases.py)
     latest_release_read=NEWEST_READ,  # 0.34.0: read, priced under --engine-version (releases.py)
+    dense_mla_block=dense_mla_block,  # a dense-MLA model's block by release and GPU family (mla_block.py)
     hybrid_mla_align=hybrid_mla_align,  # a hybrid MLA model's block aligned to 128 from 0.27.0 (releases.py)
     windowed_in_flight=in_flight_batches,  # DeepSeek-V4's windowed groups: batches in flight by release and scheduling
     expert_shard_pad=expert_shard_pad,  # a TP-split expert shard padded by the model's rule (moe_padding.py)

@@ -16,16 +16,18 @@ wheels names it, so from 0.15.0 it does nothing. What it selects for a dense-MLA
   the SM100 family (block 128) and FlashMLA elsewhere (block 64); FLASHMLA 64, CUTLASS_MLA 128, FLASHINFER_MLA 64
   (32 kept where --block-size gives it); TRITON_MLA and FLASH_ATTN_MLA keep the configured block (16 by default).
   The block is the pool's granularity, not its bytes: the KV a token, the weights and the profile run are the same,
-  and the pool's blocks x the block's tokens change by under one block (k3plan prices the MLA caches in blocks of 64,
-  paging ``align_tokens``, whatever the kernel; a context that is a multiple of 128 holds the same blocks' worth);
-- a decode workspace each kernel module allocates once: FlashInfer MLA's ``g_fi_workspace``
+  and the pool's blocks x the block's tokens change by under one block; k3plan prices the block each release runs
+  (engines/vllm/mla_block.py dense_mla_block, FLASHINFER_MLA's 64 and FLASHMLA's 64 under the variable);
+- a decode workspace each kernel module allocates once, at import: FlashInfer MLA's ``g_fi_workspace``
   (FLASHINFER_MLA_WORKSPACE_BUFFER_SIZE 128 MiB, v1/attention/backends/mla/flashinfer_mla.py) and CUTLASS MLA's
-  ``g_sm100_workspace`` (SM100Workspace(128 MiB), cutlass_mla.py), the same 128 MiB, priced for neither; the MLA
+  ``g_sm100_workspace`` (SM100Workspace(128 MiB), cutlass_mla.py), the same 128 MiB, in the load where the selection
+  imports the module (engines/vllm/mla_block.py mla_decode_workspace: the selected backend's alone); the MLA
   prefill's workspaces (v1/attention/backends/mla/common.py MLACommonMetadataBuilder) are the same for every decode
   kernel.
 
-So on the SM100 family FLASHINFER_MLA and CUTLASS_MLA (the default there) change nothing k3plan prices, nor FLASHMLA
-(the default) on SM90: listed. Any other value (a kernel other than the GPU's default or FlashInfer MLA there, or a
+So on the SM100 family FLASHINFER_MLA and CUTLASS_MLA (the default there) change only the block's tokens and which
+128 MiB module is loaded, which mla_block.py reads from the command's variables, nor FLASHMLA (the default) on SM90:
+listed. Any other value (a kernel other than the GPU's default or FlashInfer MLA there, or a
 non-MLA backend), another model, an unnamed GPU or a release before 0.11.0: what it does was not read, refused.
 
 ``VLLM_FLASHINFER_MOE_BACKEND`` (FlashInfer's MoE kernel: throughput = CUTLASS, latency = TRT-LLM, masked_gemm =
@@ -92,8 +94,8 @@ MOE_SOURCE = (
 DENSE_MLA_MODELS = frozenset({"deepseek-v3", "kimi-k2", "kimi-k2-thinking"})
 FP8_BLOCK_MODELS = frozenset({"deepseek-v3", "kimi-k2"})
 SM90 = frozenset({"nvidia-h100-sxm", "nvidia-h200", "nvidia-h20"})
-# the MLA decode kernels that change nothing k3plan prices on each GPU family (module docstring): the GPU's default
-# and, on the SM100 family, FlashInfer MLA (the same 128 MiB decode workspace as CUTLASS MLA's, priced for neither)
+# the MLA decode kernels k3plan prices on each GPU family (module docstring): the GPU's default and, on the SM100
+# family, FlashInfer MLA (the same 128 MiB decode workspace as CUTLASS MLA's; its block: engines/vllm/mla_block.py)
 ATTENTION_LISTED = {"sm100": frozenset({"CUTLASS_MLA", "FLASHINFER_MLA"}), "sm90": frozenset({"FLASHMLA"})}
 MOE_CHOICES = ("throughput", "latency")  # 0.11.0 / 0.11.2 envs.py; masked_gemm from 0.13.0
 

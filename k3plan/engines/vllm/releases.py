@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from k3plan.engines.release import Release
 from k3plan.engines.vllm.extensible import hybrid_mla_alignment
+from k3plan.engines.vllm.mla_block import smallest_kernel_block
 from k3plan.errors import K3PlanError
 
 # the newest vLLM release k3plan prices, 0.33.0 (PyPI): a GPU question without fit --engine-version is read as it.
@@ -62,8 +63,8 @@ def in_flight_batches(release: Release | None, *, async_scheduling: bool | None,
 # Platform._align_hybrid_block_size takes kernel_block_alignment_size = max(the backend's smallest kernel block,
 # cache_config.block_size, 128) where model_config.use_mla, then attn_block_size = that x cdiv(mamba page, that x
 # the attention page a token). Read in the 0.27.0, 0.28.0, 0.33.0 and 0.34.0 wheels (PyPI) vllm/platforms/
-# interface.py; 0.26.0's takes max(smallest kernel block, block_size) alone. Kimi-K3 with an fp8 cache at TP 8:
-# 1,536-token blocks from 0.27.0, 1,472 before.
+# interface.py; 0.26.0's takes max(smallest kernel block, block_size) alone (below). Kimi-K3 (first in the 0.27.0
+# wheel) with an fp8 cache at TP 8 on B200: 1,536-token blocks from 0.27.0, 1,440 at 0.24.0-0.26.x (FlashInfer MLA's 32).
 HYBRID_MLA_ALIGN_FROM: Release = (0, 27, 0)
 HYBRID_MLA_ALIGN_SOURCE = (
     "vllm 0.27.0 wheel (PyPI), vllm/platforms/interface.py Platform._align_hybrid_block_size: "
@@ -71,12 +72,33 @@ HYBRID_MLA_ALIGN_SOURCE = (
 )
 
 
-def hybrid_mla_align(release: Release, align: int) -> tuple[int, str] | None:
+# 0.24.0-0.26.x: kernel_block_alignment_size = max(the backend's smallest kernel block, cache_config.block_size, which
+# update_block_size_for_backend has set to the backend's preferred (0.25.0, 0.26.0; 16 for a hybrid in 0.24.0)): the
+# default MLA backend's smallest block (engines/vllm/mla_block.py smallest_kernel_block), FlashInfer MLA's 32 on the
+# SM100 family (Kimi-K3's qk_nope_head_dim 128 passes its supports_combination), FLASH_ATTN_MLA's 16 on SM90 (FlashMLA's
+# 64 with an fp8 cache). Read in the 0.24.0, 0.25.0 and 0.26.0 wheels (PyPI), vllm/platforms/interface.py.
+HYBRID_KERNEL_BLOCK_FROM: Release = (0, 24, 0)
+HYBRID_KERNEL_BLOCK_SOURCE = (
+    "vllm {v} wheel (PyPI), vllm/platforms/interface.py Platform._align_hybrid_block_size: kernel_block_alignment_size "
+    "= max(the backend's smallest kernel block, block_size), the backend {k}"
+)
+
+
+def hybrid_mla_align(
+    release: Release, align: int, *, hardware: str = "", fp8_kv: bool = False
+) -> tuple[int, str] | None:
     """The token alignment of the attention block vLLM ``release`` sets for a hybrid MLA + linear-attention model
-    whose kernel alignment is ``align`` (``HYBRID_MLA_ALIGN_SOURCE``); None before 0.27.0 (``align`` holds)."""
-    if release < HYBRID_MLA_ALIGN_FROM:
+    whose kernel alignment is ``align`` (``HYBRID_MLA_ALIGN_SOURCE``); at 0.24.0-0.26.x the default MLA backend's
+    smallest kernel block on ``hardware`` (``HYBRID_KERNEL_BLOCK_SOURCE``); None before, or on a GPU not read
+    (``align`` holds)."""
+    if release >= HYBRID_MLA_ALIGN_FROM:
+        return hybrid_mla_alignment(align, align), HYBRID_MLA_ALIGN_SOURCE
+    if release < HYBRID_KERNEL_BLOCK_FROM:
         return None
-    return hybrid_mla_alignment(align, align), HYBRID_MLA_ALIGN_SOURCE
+    got = smallest_kernel_block(hardware, fp8_kv=fp8_kv)
+    if got is None:
+        return None
+    return got[0], HYBRID_KERNEL_BLOCK_SOURCE.format(v=".".join(map(str, release)), k=got[1])
 
 
 def default_in_flight() -> int:
