@@ -316,7 +316,8 @@ def draft_pricing(spec: SpecServe, model, *, tp: int, ep: int, max_num_batched_t
     elif s.dsv4 is not None and s.dsv4.dspark is not None:
         raise K3PlanError(
             f"--serve: --speculative-config method mtp: {s.name}'s MTP tensors are DSpark stages; vLLM refuses mtp "
-            "for them (SpeculativeConfig: 'Use speculative method dspark instead of mtp'); expected method dspark"
+            'for them (vllm 0.31.0 wheel, vllm/config/speculative.py SpeculativeConfig.__post_init__: "Use '
+            "speculative method 'dspark' instead of 'mtp'.\"); expected method dspark"
         )
     how = "from its checkpoint index" if nextn == s.mtp_layers else f"as vLLM builds them ({VLLM_V4_MTP})"
     n = spec.num_speculative_tokens or nextn  # SPEC_SOURCE: the default is n_predict
