@@ -16,7 +16,6 @@ from k3plan.engines.serve_values import (
     flag_int,
     fp4_storage,
     fraction,
-    json_object,
     positive_float,
     read_dcp,
     refuse_unpriced,
@@ -142,23 +141,6 @@ def dp_attention_tp(tp_size: int, dp: int) -> int:
             "GPUs into dp_size attention groups; expected a --tp-size that --dp-size divides"
         )
     return tp_size // dp
-
-
-# SGLang's Engram placement flag (docs.sglang.io/docs/advanced_features/engram, as read for this engine's
-# Engram placement, engines/sglang/dsv4.py; commit not pinned): --engram-config '{"placement": "gpu" | "cpu", ...}'
-# No sglang wheel read (0.4.0-0.5.23, engines/sglang/server_flags.py) registers --engram-config: tokens refuses it
-# under each of them (their Engram placement is SGLANG_ENABLE_DSV41_ENGRAM_HOST_TABLE, engram_host_env below); the
-# reading stays for a release whose parser takes it
-ENGRAM_CONFIG_PLACEMENT = {"gpu": "hbm", "cpu": "host"}
-
-
-def engram_config(raw: str) -> str:
-    """--engram-config's placement as --engram's word ("hbm" / "host")."""
-    cfg = json_object("--engram-config", raw)
-    placement = cfg.get("placement", "gpu")
-    if placement not in ENGRAM_CONFIG_PLACEMENT:
-        raise K3PlanError(f"--serve: --engram-config placement {placement!r}: expected gpu or cpu")
-    return ENGRAM_CONFIG_PLACEMENT[placement]
 
 
 # SGLang refuses a --context-length above the model's derived context length unless the env var allows it
@@ -624,7 +606,8 @@ def dp_lm_head(r: Reading, get: Callable[[str, str | None], str | None]) -> None
 def read(r: Reading) -> None:
     """An SGLang command's flags, in the order the refusals come: the model, the split, the context, the chunk, the
     batch, the memory options, --moe-a2a-backend (SGLang's default none), the launch-line flags (DP attention),
-    the dtypes, --engram-config, the quantization; refusing vLLM's spellings by name."""
+    the dtypes, the Engram host switch, the quantization (vLLM's spellings are refused before, in ``tokens``: no
+    SGLang parser registers them, OTHER_SPELLINGS names SGLang's own)."""
     get = r.get
     check_choices(r)  # the values the release's parser refuses
     r.model = get("--model-path", "") or get("--model", "")
@@ -654,10 +637,9 @@ def read(r: Reading) -> None:
         # ServerArgs' default ep_size 1: no expert parallelism, each expert's intermediate split over the TP group
         # (moe_tp_size = tp_size / ep_size) -- the same bytes a device as EP over it, which k3plan prices
         r.ep = None
-    raw_context = get("--max-model-len", get("--context-length", None))
+    raw_context = get("--context-length", None)
     if raw_context is not None:
         r.context = flag_int("--context-length", raw_context)
-    raw_chunk = get("--max-num-batched-tokens", None)
     sg_chunk = get("--chunked-prefill-size", None)
     if sg_chunk is not None:
         r.chunk = flag_int("--chunked-prefill-size", sg_chunk, lo=-1)
@@ -665,12 +647,7 @@ def read(r: Reading) -> None:
             raise K3PlanError(
                 f"--serve: --chunked-prefill-size {sg_chunk}: chunked prefill off is not priced; give a chunk size"
             )
-    elif raw_chunk is not None:
-        raise K3PlanError(f"--serve: --max-num-batched-tokens is not {ENGINE}'s flag")
-    seqs = get("--max-num-seqs", None)
     r.running = get("--max-running-requests", None)
-    if seqs is not None:
-        raise K3PlanError("--serve: --max-num-seqs is vLLM's flag; sglang.launch_server takes --max-running-requests")
     r.batch = flag_int("--max-running-requests", r.running) if r.running is not None else 0
     r.batch_source = (
         "the command's flag"
@@ -693,16 +670,9 @@ def read(r: Reading) -> None:
     r.dtypes()
     if r.kv_raw == "nvfp4_ds_mla":
         raise K3PlanError("--serve: --kv-cache-dtype nvfp4_ds_mla is vLLM's DeepSeek-V4.1 record, not SGLang's")
-    raw_engram = get("--engram-config", None)
-    r.engram = engram_config(raw_engram) if raw_engram is not None else None
-    r.engram_flag = raw_engram is not None
     engram_host_env(r)
     dsv4_fp4_experts_env(r)
     r.quantization()
-    override = get("--num-gpu-blocks-override", None)
-    if override is not None:
-        flag_int("--num-gpu-blocks-override", override)
-        raise K3PlanError("--serve: --num-gpu-blocks-override is vLLM's flag")
     from k3plan.engines.stack import load_stack
 
     runner = get("--moe-runner-backend", None)  # ServerArgs.moe_runner_backend: the MoE kernel
