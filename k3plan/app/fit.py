@@ -576,14 +576,7 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
         opts["engine_release"] = q.release
     mla_rule = engine_rules(q.stack).dense_mla_block
     spec = model.spec
-    if (
-        mla_rule is not None
-        and hw.kind == "gpu"
-        and q.block_size is None
-        and spec.n_mla
-        and not spec.n_kda
-        and spec.dsv4 is None
-    ):
+    if mla_rule is not None and hw.kind == "gpu" and q.block_size is None and spec.dense_mla:
         # a dense-MLA model's block as the release's default decode kernel forces or prefers it: one value the budget's
         # page and the engine's pool read (Stack.engine_block through step/cache.py cache_inputs)
         got = mla_rule(
@@ -613,7 +606,7 @@ def _paging_source(st, spec, hardware: str = "", env: dict[str, str] | None = No
     """Where the stack's page was read: its paging source, and for a hybrid MLA model the release's alignment where
     the engine's release sets its own (Stack.hybrid_align); for a dense-MLA model the block the engine's release runs
     it at (Engine.dense_mla_block, set as Stack.engine_block)."""
-    if spec.n_mla and not spec.n_kda and spec.dsv4 is None and st.engine_block:
+    if spec.dense_mla and st.engine_block:
         rule = engine_rules(st.name).dense_mla_block
         got = None
         release = st.engine_release or engine_rules(st.name).newest_release_read
@@ -625,7 +618,7 @@ def _paging_source(st, spec, hardware: str = "", env: dict[str, str] | None = No
             else "the block the command's attention backend forces"
         )
         return f"{st.engine_block} tokens: {why}"
-    align, why = st.hybrid_align(hardware) if spec.n_mla and spec.n_kda else (0, "")
+    align, why = st.hybrid_align(hardware) if spec.hybrid_mla else (0, "")
     return f"{st.paging.source}; aligned to {align} tokens: {why}" if why else st.paging.source
 
 

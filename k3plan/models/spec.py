@@ -196,5 +196,15 @@ class ModelSpec(_Frozen):
         return self.mixers.count("kda")
 
     @property
+    def hybrid_mla(self) -> bool:
+        """MLA layers beside KDA (linear-attention) layers, one hybrid pool (Kimi-K3, Kimi-Linear)."""
+        return bool(self.n_mla and self.n_kda)
+
+    @property
+    def dense_mla(self) -> bool:
+        """Every attention layer MLA: no KDA and no DeepSeek-V4 compressed attention (DeepSeek-V3 / R1, Kimi-K2)."""
+        return bool(self.n_mla) and not self.n_kda and self.dsv4 is None
+
+    @property
     def n_moe(self) -> int:
         return self.mlps.count("moe")

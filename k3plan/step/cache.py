@@ -263,9 +263,9 @@ def cache_inputs(
         hybrid_paging=stack.paging.kind == "hybrid",
         fixed_state=fixed_state_bytes(spec, stack),  # DeepSeek-V4's; else 0
     )
-    if spec.n_mla and spec.n_kda:  # a hybrid MLA model's block, aligned as the engine's release aligns it
+    if spec.hybrid_mla:  # a hybrid MLA model's block, aligned as the engine's release aligns it
         out["align_tokens"] = stack.hybrid_align(hardware)[0]
-    if spec.n_mla and not spec.n_kda and spec.dsv4 is None and stack.engine_block:
+    if spec.dense_mla and stack.engine_block:
         # a dense-MLA model at the block its engine's release runs it (Engine.dense_mla_block, set by fit)
         out["align_tokens"] = stack.engine_block
     out["pool_state"] = out["fixed_state"]  # the pool holds the fixed state, unless the engine's planner charges

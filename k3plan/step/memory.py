@@ -116,7 +116,7 @@ def cache_terms(
     kv = where(replicate_across_tp, kv_layer, cdiv(kv_layer, tp))
     kda_heads = spec.kda.heads if spec.kda is not None else 1  # no KDA: the state is 0 bytes anyway
     state = where(shard_state_by_heads & (kda_heads % tp == 0), state_layer // tp, state_layer)
-    hybrid = hybrid_paging & bool(spec.n_mla and spec.n_kda)
+    hybrid = hybrid_paging & spec.hybrid_mla
     block = where(hybrid, align_tokens * maximum(1, cdiv(state, align_tokens * maximum(kv, 1))), align_tokens)
     page = block * kv
     return CacheTerms(
