@@ -125,6 +125,7 @@ def make_setup(
     in_flight: Optional[int] = None,
     engine_release: Optional[tuple[int, int, int]] = None,
     engine_block: Optional[int] = None,
+    engine_env: Optional[dict[str, str]] = None,
     expert_pad: Optional[tuple[int, int, str]] = None,
     expert_copies: Optional[tuple[int, str]] = None,
     fraction_scale: Optional[tuple[float, str]] = None,
@@ -146,7 +147,8 @@ def make_setup(
     ``spec_verify_tokens``: speculative decoding checks that many tokens a verify step (the stack's state
     pool as the engine sizes it then: ``Stack.for_spec_decode``); ``in_flight``: the batches of the prefill budget a
     windowed KV group holds pages for, as a serve command sets them (``Stack.with_in_flight``), and ``engine_release``
-    the release it runs and ``engine_block`` its --block-size (``Stack.with_engine_release``); ``expert_pad``: the
+    the release it runs, ``engine_block`` its --block-size and ``engine_env`` its environment settings
+    (``Stack.with_engine_release``); ``expert_pad``: the
     engine's padding of TP-split expert shards, as a serve command without expert parallelism runs them
     (``Stack.with_expert_pad``); ``expert_copies``: the routed experts the engine holds more than once a rank, as
     a serve command runs it (``Stack.with_expert_copies``); ``fraction_scale``: a factor the engine applies to its static memory fraction
@@ -174,11 +176,11 @@ def make_setup(
     st = (
         load_stack(stack)
         .bind(hw)
-        .for_model(m)  # before the KV dtype asked for: the checkpoint's default, then the question's
+        .for_model(m, engine_release)  # before the KV dtype asked for: the checkpoint's default, then the question's
         .with_kv_dtype(kv_dtype)
         .for_spec_decode(spec_verify_tokens)
         .with_in_flight(in_flight)
-        .with_engine_release(engine_release, engine_block)
+        .with_engine_release(engine_release, engine_block, engine_env)
         .with_expert_pad(expert_pad)
         .with_expert_copies(expert_copies)
         .with_fraction_scale(fraction_scale)

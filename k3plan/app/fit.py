@@ -574,19 +574,12 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
         # the budget follows the engine's release: an option default it changed (Engine.option_defaults: vLLM's
         # gpu_memory_utilization) and DeepSeek-V4's charge (Stack.engine_release)
         opts["engine_release"] = q.release
-    mla_rule = engine_rules(q.stack).dense_mla_block
-    spec = model.spec
-    if mla_rule is not None and hw.kind == "gpu" and q.block_size is None and spec.dense_mla:
-        # a dense-MLA model's block as the release's default decode kernel forces or prefers it: one value the budget's
-        # page and the engine's pool read (Stack.engine_block through step/cache.py cache_inputs)
-        got = mla_rule(
-            q.release or engine_rules(q.stack).newest_release_read,
-            hw.name,
-            fp8_kv=q.kv_raw.startswith("fp8"),
-            env=q.env,
-        )
-        if got is not None:
-            opts["engine_block"] = got[0]
+    if model.spec.dense_mla and engine_rules(q.stack).dense_mla_block is not None and hw.kind == "gpu":
+        # a dense-MLA model's block: the command's --block-size, else as the release's default decode kernel forces or
+        # prefers it under the command's environment: one value the budget's page and the engine's pool read
+        # (Stack.dense_mla_block through step/cache.py cache_inputs)
+        opts["engine_block"] = q.block_size
+        opts["engine_env"] = q.env
     in_flight_rule = engine_rules(q.stack).windowed_in_flight
     if in_flight_rule is not None and hw.kind == "gpu" and model.spec.dsv4 is not None:
         opts["engine_block"] = q.block_size  # and its --block-size (Stack.engine_block; None: the engine's default)
@@ -602,22 +595,14 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
     return opts, q.context or model_max or context, 1, q.chunk or chunk, q
 
 
-def _paging_source(st, spec, hardware: str = "", env: dict[str, str] | None = None) -> str:
+def _paging_source(st, spec, hardware: str = "") -> str:
     """Where the stack's page was read: its paging source, and for a hybrid MLA model the release's alignment where
-    the engine's release sets its own (Stack.hybrid_align); for a dense-MLA model the block the engine's release runs
-    it at (Engine.dense_mla_block, set as Stack.engine_block)."""
-    if spec.dense_mla and st.engine_block:
-        rule = engine_rules(st.name).dense_mla_block
-        got = None
-        release = st.engine_release or engine_rules(st.name).newest_release_read
-        if rule is not None and release is not None:
-            got = rule(release, hardware, fp8_kv=str(st.kv_cache.dtype).startswith("fp8"), env=env)
-        why = (
-            got[1]
-            if got is not None and got[0] == st.engine_block
-            else "the block the command's attention backend forces"
-        )
-        return f"{st.engine_block} tokens: {why}"
+    the engine's release sets its own (Stack.hybrid_align); for a dense-MLA model the block the command or the engine's
+    release sets (Stack.dense_mla_block)."""
+    if spec.dense_mla:
+        block, why = st.dense_mla_block(hardware)
+        if why:
+            return f"{block} tokens: {why}"
     align, why = st.hybrid_align(hardware) if spec.hybrid_mla else (0, "")
     return f"{st.paging.source}; aligned to {align} tokens: {why}" if why else st.paging.source
 
@@ -854,7 +839,7 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         kv_bytes_per_token_layer=lay.kv_bytes_per_token_layer,
         block_tokens=lay.block_tokens,
         paging_source=dsv4_block(spec, st.name)[1]
-        or _paging_source(st, spec, hw.name, env=served.env if served is not None else None),
+        or _paging_source(st, spec, hw.name),
         n_mla=lay.n_mla,
         n_kda=lay.n_kda,
         max_model_len=result.workload.context_tokens,

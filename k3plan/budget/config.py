@@ -188,12 +188,15 @@ def cache_columns(
 ) -> CacheTerms:
     """plan's cache layout, a row each: ``cache_terms`` over what ``cache_layout`` reads of each stack variant, and
     for a model whose engines may charge a request by their own pool accounting (DeepSeek-V4: ``cache_inputs``) of each
-    (variant, machine ``hardware[hw]``, ``chunk``) the rows hold, at ``context`` tokens."""
+    (variant, machine ``hardware[hw]``, ``chunk``) the rows hold, at ``context`` tokens; for a dense-MLA model, whose
+    block the engine's release sets by GPU (``Stack.dense_mla_block``), of each (variant, machine)."""
     import numpy as np
 
-    if spec.dsv4 is None or hw is None or chunk is None or not len(variant):
+    by_hw = hw is not None and len(variant) and (spec.dsv4 is not None and chunk is not None or spec.dense_mla)
+    if not by_hw or hw is None:
         return cache_terms(spec, tp=tp, **gather_columns([cache_inputs(spec, s) for s in variants], variant))
-    keys, at = np.unique(np.stack([variant, hw, chunk], axis=1), axis=0, return_inverse=True)
+    steps = chunk if spec.dsv4 is not None and chunk is not None else np.zeros_like(variant)
+    keys, at = np.unique(np.stack([variant, hw, steps], axis=1), axis=0, return_inverse=True)
     per = [
         cache_inputs(
             spec,

@@ -168,6 +168,8 @@ class Engine:
     # ModelOpt kv_cache_quant_algo FP8: engines/serve_values.py checkpoint_kv_dtype), in words for the note; "": it
     # keeps the model's own dtype (Stack.for_model)
     checkpoint_kv_auto: str = ""
+    # the first release that resolves it so (vLLM: 0.14.0); None: every release. Before it, auto keeps the model's dtype
+    checkpoint_kv_auto_from: Optional[tuple[int, int, int]] = None
     # release -> {option: (value, where read)}: the stack options whose default the engine changed between releases,
     # at that release's value where the question gives none (vLLM: engines/vllm/releases.py option_defaults; the
     # stack YAML's default is the newest release's). None: no option default moves with the release
@@ -185,6 +187,12 @@ class Engine:
     # engines/sglang/prefill_graph.py prefill_graph); None from the hook: a model it has no reading of (the stack's
     # own AutoFraction.prefill_graph); None: the stack's own
     prefill_graph: Optional[Callable[..., Any]] = None
+
+    def resolves_checkpoint_kv(self, release: tuple[int, int, int] | None) -> bool:
+        """Whether the engine at ``release`` (None: its newest read) resolves --kv-cache-dtype auto from the
+        checkpoint's quantization config (``checkpoint_kv_auto``, from ``checkpoint_kv_auto_from``)."""
+        first = self.checkpoint_kv_auto_from
+        return bool(self.checkpoint_kv_auto) and (first is None or release is None or tuple(release) >= first)
 
     def launcher_for(self, kind: str | None) -> Launcher:
         """The command family that starts the engine on a machine of ``kind`` ("tpu", "gpu"; None: ``launcher``)."""

@@ -1134,7 +1134,10 @@ def parse_serve(
         if why is not None:
             raise K3PlanError(f"--serve: {r.model or resolved}: {why}")
     kv_dtype = KV[r.kv_raw]
-    if kv_dtype is None and platform == "gpu" and (ckpt_kv := checkpoint_kv_dtype(resolved)) is not None:
+    from k3plan.engines.registry import engine_rules as rules_of
+
+    resolves = platform == "gpu" and rules_of(r.stack).resolves_checkpoint_kv(release)  # Stack.checkpoint_kv's rule
+    if kv_dtype is None and resolves and (ckpt_kv := checkpoint_kv_dtype(resolved)) is not None:
         kv_dtype = ckpt_kv
         r.caveats.append(f"--kv-cache-dtype {r.kv_raw}: an {ckpt_kv} KV cache, {CHECKPOINT_KV_SOURCE}")
     return ServeQuestion(

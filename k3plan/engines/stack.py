@@ -147,8 +147,12 @@ class Stack(Spec):
     # for a DeepSeek-V4 request follows the same release's groups as the engine's pool; None: the engine's newest read
     engine_release: Optional[tuple[int, int, int]] = None
     # a serve command's --block-size where the budget's charge for a DeepSeek-V4 request reads the engine's groups
-    # (their block as the engine's pool has it); None: the block the engine resolves by default
+    # (their block as the engine's pool has it), and a dense-MLA model's page (Stack.dense_mla_block); None: the block
+    # the engine resolves by default
     engine_block: Optional[int] = None
+    # the serve command's environment settings the engine's rules read (VLLM_ATTENTION_BACKEND: Stack.dense_mla_block),
+    # sorted (name, value) pairs; (): none given
+    engine_env: tuple[tuple[str, str], ...] = ()
     # (num, den, why): a device holds num / den of the experts' even share, the engine TP-splitting them without
     # expert parallelism and padding each shard by the model's rule (Engine.expert_shard_pad, set from a serve
     # command); None: whole experts a rank, or shards the engine does not pad. The budget's weights apply it
@@ -392,6 +396,24 @@ class Stack(Spec):
         got = rules.hybrid_mla_align(release, self.paging.align_tokens, hardware=hardware, fp8_kv=fp8)
         return (self.paging.align_tokens, "") if got is None else got
 
+    def dense_mla_block(self, hardware: str = "") -> tuple[int, str]:
+        """The KV block, in tokens, of a dense-MLA model (every attention layer one MLA spec) and where it was read: the
+        command's --block-size (``engine_block``), else the block the engine release the stack runs (``engine_release``;
+        None: the engine's newest read) resolves on ``hardware`` with the stack's KV dtype and the command's environment
+        (``Engine.dense_mla_block``); (paging.align_tokens, "") where the engine's rule leaves the stack's. One value:
+        the budget's page (step/cache.py cache_inputs), the engine's pool and the speed model's read it."""
+        from k3plan.engines.registry import engine_rules
+
+        rules = engine_rules(self.name)
+        release = self.engine_release or rules.newest_release_read
+        if rules.dense_mla_block is None or release is None:
+            return self.paging.align_tokens, ""
+        if self.engine_block:
+            return self.engine_block, f"--block-size {self.engine_block} (the command's)"
+        fp8 = str(self.kv_cache.dtype).startswith("fp8")
+        got = rules.dense_mla_block(tuple(release), hardware, fp8_kv=fp8, env=dict(self.engine_env))
+        return (self.paging.align_tokens, "") if got is None else got
+
     def _reserves_term(self, term: str) -> bool:
         """Whether the engine release the stack runs (``engine_release``; None: the newest read) reserves ``term`` of the
         derived reserve (``Engine.reserve_terms_from``)."""
@@ -601,10 +623,14 @@ class Stack(Spec):
             raise ValueError(f"batches in flight {batches}: expected at least 1")
         return updated(self, windowed_in_flight=batches)
 
-    def with_engine_release(self, release: tuple[int, int, int] | None, block: int | None = None) -> Stack:
+    def with_engine_release(
+        self, release: tuple[int, int, int] | None, block: int | None = None, env: dict[str, str] | None = None
+    ) -> Stack:
         """The stack as the engine release ``release`` runs it (``engine_release``), at a command's --block-size
-        ``block`` (``engine_block``); None: as it is."""
+        ``block`` (``engine_block``) and its environment settings ``env`` (``engine_env``); None: as it is."""
         st = self if release is None else updated(self, engine_release=tuple(release))._release_defaults(release)
+        if env:
+            st = updated(st, engine_env=tuple(sorted(env.items())))
         return st if block is None else updated(st, engine_block=block)
 
     def _release_defaults(self, release: tuple[int, int, int]) -> Stack:
@@ -628,19 +654,20 @@ class Stack(Spec):
             st = updated(st, reserve=reserve)
         return st
 
-    def for_model(self, model: Any) -> Stack:
+    def for_model(self, model: Any, release: tuple[int, int, int] | None = None) -> Stack:
         """The stack for a model (k3plan.models Model): its KV dtype the checkpoint's where the engine resolves its
         default (auto) from the checkpoint's quantization config (``Engine.checkpoint_kv_auto``: a ModelOpt
         kv_cache_quant_algo FP8 is an fp8 cache); where its derived reserve cuts the fraction for a multimodal model
         of the rule's architectures (AutoFraction.vlm), the model's vision encoder (``vision_encoder``); else itself.
-        fit (setup.make_setup) and plan (plan.search) call it alike, before a KV dtype asked for (with_kv_dtype)."""
+        fit (setup.make_setup) and plan (plan.search) call it alike, before a KV dtype asked for (with_kv_dtype);
+        ``release``: the engine release a command runs (None: the engine's newest read)."""
         from k3plan.engines.registry import engine_rules
         from k3plan.models.families.moonvit import vision_encoder_dims
 
         st = self
         if engine_rules(self.name).prefill_graph is not None:  # the model the engine's prefill-graph rule reads
             st = updated(st, model_type=model.spec.architecture)
-        ckpt = self.checkpoint_kv(model)
+        ckpt = self.checkpoint_kv(model, release)
         if ckpt is not None and ckpt[0] != st.kv_cache.dtype:
             st = updated(st, kv_cache=updated(st.kv_cache, dtype=ckpt[0]))
         rules = [opt.auto.vlm for opt in st.options.values() if opt.auto is not None and opt.auto.vlm is not None]
@@ -656,14 +683,16 @@ class Stack(Spec):
             return self
         return updated(self, prefill_backend=backend, prefill_conditions=tuple(sorted(conditions)))
 
-    def checkpoint_kv(self, model: Any) -> tuple[str, str] | None:
+    def checkpoint_kv(self, model: Any, release: tuple[int, int, int] | None = None) -> tuple[str, str] | None:
         """(the KV dtype, where the engine resolves it) where the stack's engine takes --kv-cache-dtype auto from the
         checkpoint's quantization config and ``model``'s declares one (``Engine.checkpoint_kv_auto``,
-        serve_values.checkpoint_kv_dtype); None: the stack's own dtype."""
+        serve_values.checkpoint_kv_dtype), at ``release`` (None: the stack's ``engine_release``, else every release
+        from ``Engine.checkpoint_kv_auto_from``); None: the stack's own dtype."""
         from k3plan.engines.registry import engine_rules
         from k3plan.engines.serve_values import checkpoint_kv_dtype
 
-        where = engine_rules(self.name).checkpoint_kv_auto
+        rules = engine_rules(self.name)
+        where = rules.checkpoint_kv_auto if rules.resolves_checkpoint_kv(release or self.engine_release) else ""
         kv = checkpoint_kv_dtype(model.name) if where else None
         return None if kv is None else (kv, where)
 

@@ -265,9 +265,8 @@ def cache_inputs(
     )
     if spec.hybrid_mla:  # a hybrid MLA model's block, aligned as the engine's release aligns it
         out["align_tokens"] = stack.hybrid_align(hardware)[0]
-    if spec.dense_mla and stack.engine_block:
-        # a dense-MLA model at the block its engine's release runs it (Engine.dense_mla_block, set by fit)
-        out["align_tokens"] = stack.engine_block
+    if spec.dense_mla:  # a dense-MLA model at the block its engine's release runs it on the hardware
+        out["align_tokens"] = stack.dense_mla_block(hardware)[0]
     out["pool_state"] = out["fixed_state"]  # the pool holds the fixed state, unless the engine's planner charges
     # DeepSeek-V4 in the block its engine sets (Dsv4Layout.block)
     out["align_tokens"] = dsv4_block(spec, stack.name)[0] or out["align_tokens"]

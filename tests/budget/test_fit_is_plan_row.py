@@ -1,4 +1,5 @@
-"""fit is row 0 of plan (issue 51): over random configurations -- bundled models (Kimi K3, DeepSeek-V4 and V4.1), TPU
+"""fit is row 0 of plan (issue 51): over random configurations -- bundled models (Kimi K3, DeepSeek-V4 and V4.1, dense-MLA
+DeepSeek-V3, whose vLLM block the GPU sets), TPU
 and GPU hardware, every stack with its KV dtype or fp8, every (tp, ep, dp, pp) split plan's space offers, context,
 batch and chunk -- fit's per-device answer equals plan's row field by field: weights, replicated weights, KV, state,
 temporaries, reserve, free, the bytes a token and a sequence, the sequences held and the most the room holds, the
@@ -27,15 +28,16 @@ from k3plan.roofline.bounds import Efficiency, decode_bound
 from k3plan.setup import make_setup
 from k3plan.structs import fields
 
-MODELS = ("kimi-k3", "deepseek-v4-flash", "deepseek-v4-pro", "deepseek-v4.1-flash")
+MODELS = ("kimi-k3", "deepseek-v4-flash", "deepseek-v4-pro", "deepseek-v4.1-flash", "deepseek-v3")
 HARDWARE = ("tpu-v7x", "nvidia-h200", "nvidia-b200")
 
 
 @functools.cache
 def space(model: str):
-    spec = load_model(model).spec
-    moe = spec.moe
-    return build_space(hardware=[load_hardware(h) for h in HARDWARE], stacks=[load_stack(s) for s in list_stacks()],
+    m = load_model(model)
+    moe = m.spec.moe
+    # the stacks for the model, as plan.search builds them (Stack.for_model)
+    return build_space(hardware=[load_hardware(h) for h in HARDWARE], stacks=[load_stack(s).for_model(m) for s in list_stacks()],
                        kv_dtypes=[None, "fp8"], chunks=[2048, 8192], max_chips=32, stacks_given=False,
                        experts=moe.num_experts, expert_width=moe.expert_intermediate)  # fmt: skip
 
@@ -47,7 +49,7 @@ def columns(model: str, context: int, batch: int):
 
 
 @settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
-@given(model=st.sampled_from(MODELS), context=st.sampled_from([8192, 131072]), batch=st.sampled_from([1, 16]),
+@given(model=st.sampled_from(MODELS), context=st.sampled_from([8192, 100000, 131072]), batch=st.sampled_from([1, 16]),
        evidence=st.sampled_from(range(len(TEMP_EVIDENCE))), pick=st.floats(0, 1, exclude_max=True))  # fmt: skip
 def test_fit_is_plans_row_field_by_field(model, context, batch, evidence, pick):
     sp = space(model)
@@ -132,3 +134,30 @@ def test_v41_on_vllm_is_the_engine_s_charge_in_fit_and_plan_alike(hardware):
         in_flight = chunk * default_in_flight()
         engine = pages.blocks_per_request(max_model_len=context, max_num_batched_tokens=in_flight) * pages.block_bytes
         assert f.per_device.kv_bytes + f.per_device.state_bytes == engine
+
+
+@pytest.mark.parametrize(("hardware", "kv_dtype", "block"), [("nvidia-h200", None, 16), ("nvidia-h200", "fp8", 64),
+                                                             ("nvidia-b200", None, 32)])  # fmt: skip
+def test_a_dense_mla_model_on_vllm_pages_at_the_gpus_block_in_fit_and_plan_alike(hardware, kv_dtype, block):
+    """DeepSeek-V3 on vLLM at its default release: the block is the one that release's default MLA backend takes on the
+    GPU (engines/vllm/mla_block.py dense_mla_block: FLASH_ATTN_MLA's 16 on Hopper, FLASHMLA's 64 for an fp8 cache,
+    FLASHINFER_MLA's 32 on Blackwell), read once (Stack.dense_mla_block) by fit and by plan's columns (which until
+    session 50 read the stack's 64 for every GPU). 100,000 tokens are not a whole number of 64-token blocks, so the
+    KV a sequence shows the block."""
+    context = 100000
+    sp = space("deepseek-v3")
+    cols, _ = columns("deepseek-v3", context, 1)
+    hits = [
+        r
+        for i in range(sp.size)
+        for r in [row(space=sp, cols=cols, i=i, rank=1)]
+        if (r.hardware, r.stack, r.kv_dtype_override, r.pp) == (hardware, "vllm", kv_dtype, 1)
+    ]
+    assert hits
+    r = hits[0]
+    setup = make_setup(model="deepseek-v3", hardware=hardware, topology=r.topology, tp=r.tp, ep=r.ep, dp=r.dp,
+                       pp=r.pp, stack="vllm", kv_dtype=kv_dtype)  # fmt: skip
+    assert setup.stack.dense_mla_block(hardware)[0] == block
+    f = fit(setup, Workload(context_tokens=context, batch=1, prefill_chunk_tokens=r.chunk_tokens))
+    per_token = f.per_device.kv_bytes_per_token
+    assert f.per_device.kv_bytes == r.per_device.kv_bytes == -(-context // block) * block * per_token

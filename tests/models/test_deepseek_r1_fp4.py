@@ -243,3 +243,23 @@ def test_plain_fit_and_plan_default_to_the_checkpoint_s_fp8_kv():
     assert not any("kv_cache_quant_algo FP8" in n for n in bf16["notes"])
     plan = json.loads(r.invoke(app, ["plan", "-m", NAME, "-H", "nvidia-b200", "--json"]).output)
     assert {row["kv_dtype"] for row in plan["ranked"]} == {"fp8"}
+
+
+@pytest.mark.parametrize(("release", "got"), [("0.13.0", None), ("0.14.0", "fp8"), ("0.31.0", "fp8")])
+def test_vllm_resolves_kv_auto_from_the_checkpoint_from_0140(release, got):
+    """vLLM resolves --kv-cache-dtype auto from a ModelOpt kv_cache_quant_algo from 0.14.0 (the 0.14.0 wheel's
+    EngineArgs.create_engine_config builds CacheConfig with resolve_kv_cache_dtype_string's value); the 0.13.0 wheel's
+    passes auto as given, the model's own dtype. The serve reader and the stack (Stack.checkpoint_kv) read one rule."""
+    from k3plan.setup import make_setup
+
+    q = parse_serve(
+        "vllm serve nvidia/DeepSeek-R1-0528-FP4-V2 -tp 8",
+        platform="gpu",
+        device_gib=179.0,
+        device_name="nvidia-b200",
+        release=tuple(int(x) for x in release.split(".")),
+    )
+    assert q.kv_dtype == got
+    at = tuple(int(x) for x in release.split("."))
+    setup = make_setup(model=NAME, hardware="nvidia-b200", topology="8", tp=8, stack="vllm", engine_release=at)
+    assert setup.stack.kv_cache.dtype == (got or "bf16")

@@ -93,7 +93,12 @@ ENGINE = Engine(
     # the FP4 checkpoints whose held bytes were read (engines/fp4_paths.py)
     fp4_storage_held=frozenset({"nvfp4"}),
     # --kv-cache-dtype auto resolves to a checkpoint's declared KV dtype (engines/serve_values.py CHECKPOINT_KV_SOURCE)
-    checkpoint_kv_auto="vllm 0.31.0 wheel, vllm/utils/torch_utils.py resolve_kv_cache_dtype_string",
+    checkpoint_kv_auto=(
+        "vllm 0.14.0 and 0.31.0 wheels, vllm/engine/arg_utils.py EngineArgs.create_engine_config: CacheConfig's "
+        "cache_dtype is vllm/utils/torch_utils.py resolve_kv_cache_dtype_string's"
+    ),
+    # the 0.13.0 wheel's create_engine_config passes --kv-cache-dtype as given (no resolve_kv_cache_dtype_string)
+    checkpoint_kv_auto_from=(0, 14, 0),
     # gpu_memory_utilization 0.9 before 0.20.0, 0.92 from it (releases.py option_defaults)
     option_defaults=option_defaults,
 )
