@@ -39,11 +39,10 @@ KimiLinearForCausalLM from vllm/models/kimi_k3/nvidia/model.py (KimiMLP, KimiMoE
 quant_config=None; MultiHeadLatentAttention in vllm/models/kimi_k3/nvidia/mla.py: q_proj / kv_a_proj_with_mqa /
 kv_b_proj / o_proj with it, kv_b_proj absorbed into bf16 W_UK_T / W_UV in process_weights_after_loading; lm_head
 ParallelLMHead) and KDA fuses q/k/v/b/f_a into one in_proj_qkvgfab with the quant_config (one scale for the five:
-16 B a KDA layer fewer than k3plan's count of a scale a checkpoint matrix; conv1d float32 without it). One thing
-that model file adds is not held here, nor for the bf16 checkpoint: from 0.27.0 KimiMoE pads a TP shard's expert
-intermediate up to 256 (getattr(config, 'min_moe_intermediate_per_partition', 256)) when the experts are TP-split
-below it (1,024 / 8 = 128 at TP 8 without --enable-expert-parallel), and engines/vllm/moe_padding.py
-MOE_SHARD_RULES pads kimi_k3 only.
+16 B a KDA layer fewer than k3plan's count of a scale a checkpoint matrix; conv1d float32 without it). That model
+file's KimiMoE also pads a TP shard's expert intermediate up to 256 below it (1,024 / 8 = 128 at TP 8 without
+--enable-expert-parallel), for the bf16 checkpoint as for this one: engines/vllm/moe_padding.py KIMI_LINEAR_PAD_FROM,
+the fp8 experts held at the padded shape (Fp8PerTensorOnlineMoEMethod: empty_like of the padded bf16 weights).
 
 From 0.31.0 vLLM refuses it: Fp8Config.__init__ raises "The `fp8` quantization method no longer supports online
 quantization. Please use `--quantization fp8_per_tensor` instead." (vllm 0.31.0, 0.33.0 and 0.34.0 wheels;
