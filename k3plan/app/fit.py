@@ -1180,7 +1180,8 @@ def _release(served, stack: str, kind: str):
 def _backend_refusal(served, *, dsv4: bool, hardware: str, vendor: str, setup: Setup) -> tuple[str, str] | None:
     """What vLLM refuses at start on this GPU before sizing anything: a block-quantized fp8 layer whose TP share is
     not whole blocks (engines/vllm/fp8_block.py, on either GPU vendor), a setting its CUDA indexer builder refuses
-    (engines/vllm/attention_config.py: the TPU plugin and ROCm build their own attention)."""
+    (engines/vllm/attention_config.py: the TPU plugin and ROCm build their own attention), a dense-MLA block the
+    decode kernel cannot split (engines/vllm/mla_block.py sm103_block_refusal, raised after the pool is sized)."""
     if vendor in ("nvidia", "amd"):
         from k3plan.engines.vllm.fp8_block import padded_roles, row_parallel_refusal
 
@@ -1191,6 +1192,17 @@ def _backend_refusal(served, *, dsv4: bool, hardware: str, vendor: str, setup: S
     if served is None or vendor != "nvidia":
         return None
     from k3plan.engines.vllm.attention_config import SM100_FAMILY, start_error
+
+    if setup.model.spec.dense_mla:
+        # a dense-MLA model on sm_103 at 0.11.1-0.12.x: the worker's CUTLASS MLA takes no 16-token block, raised when
+        # the KV cache is initialized, after the pool is sized (engines/vllm/mla_block.py sm103_block_refusal)
+        from k3plan.engines.vllm.mla_block import sm103_block_refusal
+
+        release = _release(served, setup.stack.name, "gpu")
+        if release is not None:
+            refused = sm103_block_refusal(release, hardware, block=served.block_size, env=served.env)
+            if refused is not None:
+                return refused
 
     if served.kv_raw == "nvfp4_ds_mla" and hardware not in SM100_FAMILY:
         from k3plan.engines.vllm.dsv4_pages import NVFP4_AT, NVFP4_MESSAGE

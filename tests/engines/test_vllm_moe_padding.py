@@ -33,6 +33,29 @@ def test_k3_s_floor_stays_its_model_s(tp, padded):
     assert _factor("kimi_k3", 3072, tp) == pytest.approx(padded / (3072 / tp))
 
 
+@pytest.mark.parametrize(
+    ("release", "tp", "factor"),
+    [
+        ((0, 27, 0), 8, 2.0),  # 1,024 / 8 = 128 -> 256 a shard (vllm/models/kimi_k3/nvidia/model.py KimiMoE)
+        ((0, 34, 0), 8, 2.0),
+        (None, 16, 4.0),  # the newest code: 64 -> 256
+        ((0, 30, 0), 4, 1.0),  # 256: at the floor
+        ((0, 26, 0), 8, 1.0),  # model_executor/models/kimi_linear.py pads nothing
+        ((0, 20, 0), 8, 1.0),
+    ],
+)
+def test_kimi_linear_takes_k3_s_floor_from_0270(release, tp, factor):
+    got = expert_shard_pad(
+        architecture="kimi_linear",
+        hardware="nvidia-h200",
+        vendor="nvidia",
+        intermediate=1024,
+        shards=tp,
+        release=release,
+    )
+    assert (1.0 if got is None else got[0] / got[1]) == factor
+
+
 def test_expert_parallelism_and_an_even_shard_pad_nothing():
     assert _factor("deepseek_v41", 2304, 8, ep=True) == 1.0
     assert _factor("deepseek_v41", 2304, 2) == 1.0  # 1,152 a shard, a multiple of 128

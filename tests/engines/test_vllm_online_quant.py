@@ -1,5 +1,6 @@
 """vLLM's online FP8 of a checkpoint stored unquantized (k3plan.engines.vllm.online_quant) and the tensor an MLA layer
-allocates in the profile run (k3plan.engines.vllm.mla_workspace), read in the vLLM 0.11.0-0.34.0 wheels (PyPI)."""
+allocates in the profile run (k3plan.engines.vllm.mla_workspace), read in the vLLM 0.11.0-0.34.0 wheels (PyPI): online
+FP8 priced 0.20.0-0.30.x (the 0.20.0-0.30.0 wheels), refused in vLLM's words from 0.31.0."""
 
 from __future__ import annotations
 
@@ -44,13 +45,37 @@ def test_online_fp8_is_priced_where_read(cli):
     [
         ("0.33.0", "no longer supports online quantization"),  # vLLM's own ValueError (0.31.0 on)
         ("0.31.0", "no longer supports online quantization"),
-        ("0.25.0", "stored unquantized"),  # online/fp8.py's classes: not read
         ("0.18.0", "stored unquantized"),  # before the meta-device loader: not read
+        ("0.19.1", "stored unquantized"),
     ],
 )
 def test_online_fp8_is_refused_where_not_read_or_gone(cli, release, why):
     r = _fit(cli, KL_512K, "--engine-version", release)
     assert r.exit_code == 2 and why in r.output and len(r.output.strip().splitlines()) == 1, r.output
+
+
+@pytest.mark.parametrize("release", ["0.23.0", "0.24.0", "0.25.0", "0.27.0", "0.28.0", "0.30.0"])
+def test_online_fp8_layout_holds_to_030(cli, release):
+    """0.24.0-0.30.x hold what 0.20.0-0.23.x hold (engines/vllm/online_quant.py ONLINE_FP8_SOURCES): the vllm 0.24.0
+    wheel's Fp8PerTensorOnlineLinearMethod (online/fp8.py) and Fp8OnlineMoEMethod (fp8.py), 0.25.0-0.30.0's
+    Fp8PerTensorOnlineLinearMethod / Fp8PerTensorOnlineMoEMethod: fp8 weights, one f32 scale a tensor / an expert;
+    the embedding, LM head, norms and router as stored."""
+    r = _fit(cli, KL_512K, "--engine-version", release)
+    assert r.exit_code in (0, 1), r.output
+    roles = json.loads(r.stdout)["weights_by_role"]
+    before = json.loads(_fit(cli, KL_512K.replace(" --quantization fp8", ""), "--engine-version", release).stdout)
+    for role in ("embed", "lm_head", "norm", "router"):
+        assert roles[role] == before["weights_by_role"][role], role
+    assert roles["expert"] == before["weights_by_role"]["expert"] // 2 + 4 * 256 * 3 * 26
+
+
+def test_online_fp8_sources_cover_the_read_range():
+    from k3plan.engines.vllm.online_quant import ONLINE_FP8_GONE_FROM, ONLINE_FP8_READ, ONLINE_FP8_SOURCES
+
+    firsts = [first for first, _ in ONLINE_FP8_SOURCES]
+    assert firsts == sorted(firsts) and firsts[0] == ONLINE_FP8_READ[0]
+    assert ONLINE_FP8_READ[1] == ONLINE_FP8_GONE_FROM == (0, 31, 0)  # read up to vLLM's own refusal
+    assert all("wheel" in src for _, src in ONLINE_FP8_SOURCES)
 
 
 def test_online_fp8_default_reading_is_vllm_refusal(cli):

@@ -20,6 +20,21 @@ K3_MOE_PAD_SOURCE = (
     "vllm-project/vllm#51124 (Kimi-K3 MoE padding floor scales with TP: 3,072 / TP raised to 256 a shard, "
     "Mxfp4MoEMethod.create_weights) and #51131 (merged: no padding with --enable-expert-parallel)"
 )
+# Kimi-Linear: from 0.27.0 the model registry serves KimiLinearForCausalLM from vLLM's Kimi-K3 package
+# (model_executor/models/registry.py: "vllm.models.kimi_k3"; vllm/models/kimi_k3/__init__.py picks nvidia/model.py, on
+# ROCm amd/linear.py), whose KimiMoE applies the same floor, getattr(config, "min_moe_intermediate_per_partition",
+# 256) -- Kimi-Linear's config.json names none -- to moe_intermediate_size // tp_size: Kimi-Linear's 1,024 / 8 = 128
+# is held as 256 a shard at TP 8 (the experts twice their even share). nvidia/model.py skips it under
+# --enable-expert-parallel; amd/linear.py tests tp_size > 1 alone (the EP case is not asked here: fit asks this rule
+# only without expert parallelism). Before 0.27.0 model_executor/models/kimi_linear.py pads nothing (the 0.20.0-0.26.0
+# wheels). Read in the 0.27.0, 0.28.0, 0.29.0, 0.30.0, 0.31.0, 0.33.0 and 0.34.0 wheels (PyPI). Like Kimi-K3's, the
+# floor is applied to the shard over the TP x DP ranks fit passes; vLLM tests the TP size alone (the same for DP 1).
+KIMI_LINEAR_PAD_FROM: tuple[int, int, int] = (0, 27, 0)
+KIMI_LINEAR_PAD_SOURCE = (
+    "vllm 0.27.0-0.34.0 wheels (PyPI): vllm/models/kimi_k3/nvidia/model.py KimiMoE.__init__ (padded_moe_intermediate_size "
+    "= min_moe_intermediate_per_partition 256 x tp_size where moe_intermediate_size // tp_size is below it, without "
+    "expert parallelism; amd/linear.py the same), served for KimiLinearForCausalLM by model_executor/models/registry.py"
+)
 # DeepSeek-V4.1's MXFP4 experts go to Mxfp4MoEMethod, whose oracle rounds the intermediate a TP shard holds up to its
 # backend's alignment: 128 for the backends that run their activation, so a V4.1-Flash shard of 2,304 / 8 = 288 is
 # held as 384 (+33%) and 2,304 / 4 = 576 as 640, on H200 and on SM100 alike. At the commits MXFP4_PAD_SOURCE cites
@@ -170,6 +185,10 @@ def expert_shard_pad(
     ):
         align = ROCM_V41_ALIGN_BY_BACKEND[moe_backend]
         return _pad(intermediate, shards, (0, align, "amd", ROCM_V41_AITER_SOURCE), vendor)
+    if architecture == "kimi_linear":  # its own model file before KIMI_LINEAR_PAD_FROM: no padding
+        if release is not None and release < KIMI_LINEAR_PAD_FROM:
+            return None
+        return _pad(intermediate, shards, (K3_MOE_SHARD_FLOOR, 1, "", KIMI_LINEAR_PAD_SOURCE), vendor)
     since = MOE_SHARD_RULES_FROM.get((architecture, hardware))
     until = MOE_SHARD_RULES_UNTIL.get((architecture, hardware))
     rule = (
