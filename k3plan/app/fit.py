@@ -838,8 +838,7 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         page_bytes=lay.page_bytes,
         kv_bytes_per_token_layer=lay.kv_bytes_per_token_layer,
         block_tokens=lay.block_tokens,
-        paging_source=dsv4_block(spec, st.name)[1]
-        or _paging_source(st, spec, hw.name),
+        paging_source=dsv4_block(spec, st.name)[1] or _paging_source(st, spec, hw.name),
         n_mla=lay.n_mla,
         n_kda=lay.n_kda,
         max_model_len=result.workload.context_tokens,
