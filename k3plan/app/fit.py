@@ -519,16 +519,18 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
         # (Stack.with_prefill_graph, engines/sglang/prefill_graph.py)
         opts["prefill_graph"] = (q.prefill_backend, q.prefill_conditions)
     pad_rule = engine_rules(q.stack).expert_shard_pad
-    if pad_rule is not None and hw.kind == "gpu" and not q.expert_parallel and model.spec.moe is not None:
+    if pad_rule is not None and hw.kind == "gpu" and model.spec.moe is not None:
         # without expert parallelism the engine TP-splits every expert over the flattened TP x DP ranks and pads a
-        # shard by the model's rule: the budget's weights hold the padded shards (Stack.expert_pad), so the budget
-        # and the engine's sizing read one weights figure
+        # shard by the model's rule (with it, whole experts, which a model's rule may still pad): the budget's weights
+        # hold the padded shards (Stack.expert_pad), so the budget and the engine's sizing read one weights figure
         opts["expert_pad"] = pad_rule(
             architecture=model.spec.architecture,
             hardware=hw.name,
             vendor=hw.vendor,
             intermediate=model.spec.moe.expert_intermediate,
             shards=q.tp * q.dp,
+            tp=q.tp,  # the attention TP size, on which a model's own floor is tested (Kimi's KimiMoE)
+            expert_parallel=q.expert_parallel,
             release=q.release,  # the command's release: a model's rule may change with it (Engine.by_release)
             moe_backend=q.moe_backend,  # the kernel a model's rule may follow (DeepSeek-V4.1 on gfx942)
         )
@@ -536,7 +538,7 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
     if q.eplb is not None and copies_rule is not None and model.spec.moe is not None:
         # redundant expert copies (vLLM's EPLB, SGLang's --ep-num-redundant-experts): a rank holds (E + R) / EP
         # experts, in the budget's weights through the same Stack.expert_pad (vLLM's EPLB needs expert parallelism,
-        # so no shard padding above applies with it)
+        # so no shard padding above applies with it; a whole expert's padding, ROCm's Kimi, multiplies it)
         copies = copies_rule(
             architecture=model.spec.architecture,
             vendor=hw.vendor,
@@ -548,7 +550,12 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
             moe_backend=q.moe_backend,
         )
         if copies is not None:
-            opts["expert_pad"] = copies
+            whole = opts.get("expert_pad")
+            opts["expert_pad"] = (
+                copies
+                if whole is None
+                else (copies[0] * whole[0], copies[1] * whole[1], f"{copies[2]}; and {whole[2]}")
+            )
     if q.expert_copies is not None and _routed_formats(model) == ("fp8_block",):
         # the routed experts held more than once a rank (SGLang 0.4.8.post1-0.4.9.post4's EP MoE under aiter keeps the
         # loaded FP8 experts beside aiter's shuffled ones: engines/sglang/ep_moe_copy.py), a block-FP8 checkpoint's

@@ -158,3 +158,58 @@ def test_v41_on_gfx942_rounds_by_its_moe_backend(hw, backend, release, tp, want)
     assert (got[:2] if got else None) == want
     if got and vendor == "amd":
         assert "AiterW4A16ExpertsMonolithic" in got[2]
+
+
+@pytest.mark.parametrize(
+    ("architecture", "intermediate", "tp", "dp", "factor"),
+    [
+        # KimiMoE raises moe_intermediate_size // tp_size to 256 x tp_size (the attention TP), and the FusedMoE splits
+        # that over TP x DP: at TP 8 DP 2 Kimi-Linear's 1,024 becomes 2,048 over 16 shards (128 each), twice the
+        # even share; the floor on the 16 shards would be 4,096 (4x)
+        ("kimi_linear", 1024, 8, 2, 2.0),
+        ("kimi_linear", 1024, 8, 1, 2.0),
+        ("kimi_linear", 1024, 4, 2, 1.0),  # 1,024 // 4 = 256: no padding, whatever the DP
+        # Kimi-K3: 3,072 // 16 = 192 -> 4,096 over 32 shards at TP 16 DP 2; at TP 8 DP 4 (384 a TP rank) none
+        ("kimi_k3", 3072, 16, 2, 4096 / 3072),
+        ("kimi_k3", 3072, 8, 4, 1.0),
+    ],
+)
+def test_kimi_s_floor_is_tested_on_the_attention_tp(architecture, intermediate, tp, dp, factor):
+    """vllm 0.33.0 wheel, vllm/models/kimi_k3/nvidia/model.py KimiMoE.__init__: the floor is tested on
+    moe_intermediate_size // get_tensor_model_parallel_world_size(), the attention TP, not the MoE's TP x DP shards."""
+    got = expert_shard_pad(
+        architecture=architecture,
+        hardware="nvidia-h200",
+        vendor="nvidia",
+        intermediate=intermediate,
+        shards=tp * dp,
+        tp=tp,
+    )
+    assert (1.0 if got is None else got[0] / got[1]) == pytest.approx(factor)
+
+
+@pytest.mark.parametrize(
+    ("architecture", "vendor", "intermediate", "tp", "factor"),
+    [
+        ("kimi_linear", "amd", 1024, 8, 2.0),  # 128 -> 256 x 8 = 2,048: whole experts twice as wide
+        ("kimi_k3", "amd", 3072, 16, 4096 / 3072),  # 192 -> 4,096
+        ("kimi_k3", "amd", 3072, 8, 1.0),  # 384: at or above the floor
+        ("kimi_linear", "nvidia", 1024, 8, 1.0),  # nvidia/model.py skips it under expert parallelism
+        ("deepseek_v41", "amd", 2304, 8, 1.0),  # whole experts: no shard to round
+    ],
+)
+def test_rocm_kimi_pads_whole_experts_under_expert_parallelism(architecture, vendor, intermediate, tp, factor):
+    """vllm 0.28.0-0.34.0 wheels, vllm/models/kimi_k3/amd/linear.py KimiMoE.__init__ tests tp_size > 1 alone."""
+    got = expert_shard_pad(
+        architecture=architecture,
+        hardware="amd-mi355x" if vendor == "amd" else "nvidia-h200",
+        vendor=vendor,
+        intermediate=intermediate,
+        shards=tp,
+        tp=tp,
+        expert_parallel=True,
+    )
+    assert (1.0 if got is None else got[0] / got[1]) == pytest.approx(factor)
+    before = expert_shard_pad(architecture=architecture, hardware="amd-mi355x", vendor=vendor,
+                              intermediate=intermediate, shards=tp, tp=tp, expert_parallel=True, release=(0, 26, 0))  # fmt: skip
+    assert before is None

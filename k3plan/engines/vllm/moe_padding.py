@@ -28,7 +28,9 @@ K3_MOE_PAD_SOURCE = (
 # --enable-expert-parallel; amd/linear.py tests tp_size > 1 alone (the EP case is not asked here: fit asks this rule
 # only without expert parallelism). Before 0.27.0 model_executor/models/kimi_linear.py pads nothing (the 0.20.0-0.26.0
 # wheels). Read in the 0.27.0, 0.28.0, 0.29.0, 0.30.0, 0.31.0, 0.33.0 and 0.34.0 wheels (PyPI). Like Kimi-K3's, the
-# floor is applied to the shard over the TP x DP ranks fit passes; vLLM tests the TP size alone (the same for DP 1).
+# floor is the model code's, on moe_intermediate_size // tp_size (the attention TP group: get_tensor_model_parallel_
+# world_size), raising the global intermediate to 256 x tp_size; the FusedMoE then splits that over the flattened
+# TP x DP ranks, so under DP > 1 a shard holds 256 x tp / (tp x dp) (``floor_tp`` in expert_shard_pad).
 KIMI_LINEAR_PAD_FROM: tuple[int, int, int] = (0, 27, 0)
 KIMI_LINEAR_PAD_SOURCE = (
     "vllm 0.27.0-0.34.0 wheels (PyPI): vllm/models/kimi_k3/nvidia/model.py KimiMoE.__init__ (padded_moe_intermediate_size "
@@ -154,9 +156,15 @@ ROCM_V41_AITER_SOURCE = (
 )
 
 
-def padded_shard(*, intermediate: int, shards: int, floor: int, align: int) -> int:
+def padded_shard(*, intermediate: int, shards: int, floor: int, align: int, floor_tp: int | None = None) -> int:
     """The intermediate a shard holds: its own (``intermediate / shards``, the larger piece) raised to ``floor`` and
-    rounded up to a multiple of ``align``, never below its own."""
+    rounded up to a multiple of ``align``, never below its own. ``floor_tp``: the model code applies the floor to
+    ``intermediate // floor_tp`` (the attention TP size), raising the global intermediate to ``floor x floor_tp``
+    before the MoE splits it over ``shards`` (Kimi's KimiMoE); None: the floor is a shard's."""
+    if floor_tp is not None and floor:
+        total = floor * floor_tp if floor_tp > 1 and intermediate // floor_tp < floor else intermediate
+        local = -(-total // shards)
+        return max(local, -(-local // align) * align)
     local = -(-intermediate // shards)
     return max(local, -(-local // align) * align, floor)
 
@@ -170,13 +178,19 @@ def expert_shard_pad(
     shards: int,
     release: tuple[int, int, int] | None = None,
     moe_backend: str | None = None,
+    tp: int | None = None,
+    expert_parallel: bool = False,
 ) -> tuple[int, int, str] | None:
     """(num, den, why): a device holds num / den of the experts' even share when vLLM TP-splits them over ``shards``
     ranks (no expert parallelism) and the model's rule pads a shard (``MOE_SHARD_RULES``, by release and hardware
     first: ``MOE_SHARD_RULES_FROM`` / ``MOE_SHARD_RULES_UNTIL`` for ``release``, the command's vLLM release; None: the code each rule cites); None
     where no rule applies or the shard needs no padding. num / den is the padded shard over the even one, as ints:
     (padded x shards, intermediate); ``moe_backend``: the command's --moe-backend (None: vLLM's selection), which picks
-    the kernel, and so the alignment, of DeepSeek-V4.1's experts on gfx942 (``ROCM_V41_ALIGN_BY_BACKEND``)."""
+    the kernel, and so the alignment, of DeepSeek-V4.1's experts on gfx942 (``ROCM_V41_ALIGN_BY_BACKEND``); ``tp``: the
+    attention TP size, on which Kimi's model code tests its floor (None: ``shards``, as at DP 1); ``expert_parallel``:
+    whole experts a rank (--enable-expert-parallel), which only ROCm's Kimi model code still pads (``ROCM_KIMI_EP``)."""
+    if expert_parallel:
+        return _rocm_kimi_ep(architecture, intermediate, vendor=vendor, tp=tp or 1, release=release)
     if (
         architecture == "deepseek_v41"
         and hardware in GFX942
@@ -188,7 +202,7 @@ def expert_shard_pad(
     if architecture == "kimi_linear":  # its own model file before KIMI_LINEAR_PAD_FROM: no padding
         if release is not None and release < KIMI_LINEAR_PAD_FROM:
             return None
-        return _pad(intermediate, shards, (K3_MOE_SHARD_FLOOR, 1, "", KIMI_LINEAR_PAD_SOURCE), vendor)
+        return _pad(intermediate, shards, (K3_MOE_SHARD_FLOOR, 1, "", KIMI_LINEAR_PAD_SOURCE), vendor, tp or shards)
     since = MOE_SHARD_RULES_FROM.get((architecture, hardware))
     until = MOE_SHARD_RULES_UNTIL.get((architecture, hardware))
     rule = (
@@ -197,17 +211,52 @@ def expert_shard_pad(
         or MOE_SHARD_RULES_BY_HARDWARE.get((architecture, hardware))
         or MOE_SHARD_RULES.get(architecture)
     )
-    return _pad(intermediate, shards, rule, vendor)
+    # Kimi-K3's floor is its model code's, on the attention TP size (KimiMoE, as Kimi-Linear's above)
+    return _pad(intermediate, shards, rule, vendor, (tp or shards) if architecture == "kimi_k3" else None)
+
+
+# ROCm's Kimi model code (vllm/models/kimi_k3/amd/linear.py KimiMoE.__init__, which amd/model.py's Kimi-K3 builds its
+# language model from) tests tp_size > 1 alone: it raises moe_intermediate_size to 256 x tp_size under
+# --enable-expert-parallel too, so a rank's whole experts are held at the padded width (nvidia/model.py skips it there).
+# Read in the 0.28.0, 0.30.0, 0.31.0, 0.33.0 and 0.34.0 wheels (PyPI); the package from 0.27.0 (KIMI_LINEAR_PAD_FROM)
+ROCM_KIMI_EP_SOURCE = (
+    "vllm 0.28.0-0.34.0 wheels (PyPI): vllm/models/kimi_k3/amd/linear.py KimiMoE.__init__ (padded_moe_intermediate_size "
+    "= 256 x tp_size where moe_intermediate_size // tp_size is below it, with or without expert parallelism)"
+)
+
+
+def _rocm_kimi_ep(
+    architecture: str, intermediate: int, *, vendor: str, tp: int, release: tuple[int, int, int] | None
+) -> tuple[int, int, str] | None:
+    """expert_shard_pad under expert parallelism: ROCm's Kimi experts held whole at the padded width
+    (``ROCM_KIMI_EP_SOURCE``); None elsewhere (whole experts, as stored)."""
+    if architecture not in ("kimi_linear", "kimi_k3") or vendor != "amd" or tp <= 1 or intermediate <= 0:
+        return None
+    if release is not None and release < KIMI_LINEAR_PAD_FROM:
+        return None
+    total = padded_shard(intermediate=intermediate, shards=1, floor=K3_MOE_SHARD_FLOOR, align=1, floor_tp=tp)
+    if total <= intermediate:
+        return None
+    why = (
+        f"the experts whole under expert parallelism, their intermediate {intermediate:,} padded to {total:,} "
+        f"(256 x TP {tp}; {ROCM_KIMI_EP_SOURCE})"
+    )
+    return total, intermediate, why
 
 
 def _pad(
-    intermediate: int, shards: int, rule: tuple[int, int, str, str] | None, vendor: str
+    intermediate: int,
+    shards: int,
+    rule: tuple[int, int, str, str] | None,
+    vendor: str,
+    floor_tp: int | None = None,
 ) -> tuple[int, int, str] | None:
-    """expert_shard_pad's result for one rule (None: no rule, another vendor's, or no padding)."""
+    """expert_shard_pad's result for one rule (None: no rule, another vendor's, or no padding); ``floor_tp``: the
+    TP size the model code tests its floor on (``padded_shard``)."""
     if rule is None or (rule[2] and rule[2] != vendor) or shards <= 1 or intermediate <= 0:
         return None
     floor, align, _, source = rule
-    padded = padded_shard(intermediate=intermediate, shards=shards, floor=floor, align=align)
+    padded = padded_shard(intermediate=intermediate, shards=shards, floor=floor, align=align, floor_tp=floor_tp)
     if padded * shards <= intermediate:
         return None
     why = (
