@@ -904,6 +904,9 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         graph_profile_oom=_graph_profile_oom(
             served, setup, result, lay, stack=st.name, kind=hw.kind, vendor=hw.vendor, hardware=hw.name
         ),
+        # the devices one engine runs on: a TPU worker that sums their pools counts its blocks over them
+        # (HbmWorker.sums_devices)
+        mesh_devices=setup.parallel.tp * setup.parallel.dp,
     )
     if got is None:
         return None

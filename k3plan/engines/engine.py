@@ -40,6 +40,10 @@ class HbmWorker:
     # n_moe, top_k, expert_in, tokens (max_num_batched_tokens a rank) and dp (the attention-DP ranks) returning
     # (bytes a device, source) or None; the start fails where they exceed the 1 - utilization share
     step_temporaries: Optional[Callable[..., Optional[tuple[int, str]]]] = None
+    # where the worker returns the HBM of all its devices summed and vLLM divides that sum by one page of the mesh's
+    # cache (its blocks split across the devices): the blocks, tokens and the one-request check are counted over
+    # the devices' pools together, and this names that code; "": the worker returns one device's pool
+    sums_devices: str = ""
 
 
 # How an engine sizes its KV pool (fit --json's ``engine``): ``profile`` -- a fraction of HBM less the weights

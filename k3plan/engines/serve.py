@@ -1094,7 +1094,8 @@ def parse_serve(
     mm_raw = flags.get("--limit-mm-per-prompt")
     mm_zero = mm_zero_limits(mm_raw) if mm_raw is not None else frozenset()
     block_raw = flags.get("--block-size")
-    r.block = flag_int("--block-size", block_raw) if block_raw is not None else None
+    if block_raw is not None:  # else as the family read it (tpu-inference's dense-MLA page) or None
+        r.block = flag_int("--block-size", block_raw)
     for name in list(flags):
         if name in IGNORED:
             r.ignored.append(name)

@@ -40,7 +40,9 @@ def test_the_daily_r1_benchmark_reads_as_tpu_inference_and_starts(cli):
     )
     assert round(eng["weights_bytes"] / GiB, 2) == 53.41  # the experts requantized to fp4 in 512-blocks
     assert round(eng["kv_pool_bytes"] / GiB, 2) == 36.60
-    assert eng["kv_pool_tokens"] == 1_006_592  # 61 MLA layers x 640 B a token (fp8)
+    # the worker sums the 8 devices' pools and vLLM counts 1,024-token pages of 61 MLA layers x 640 B a token (fp8) in
+    # the sum (HbmWorker.sums_devices): 8 x 36.60 GiB // 39,976,960 B = 7,865 blocks
+    assert eng["kv_pool_tokens"] == 8_053_760 == 7_865 * 1024
     assert eng["serve"]["max_num_seqs"] == 96 and eng["max_model_len"] == 9216
     for name in (
         "--additional-config compilation_sizes",
@@ -182,7 +184,10 @@ REFUSED = {
         "without --max-num-batched-tokens",
     ),
     "data parallel": (DAILY.replace("--seed 42", "--data-parallel-size 2"), "--data-parallel-size"),
-    "block size": (DAILY.replace("--seed 42", "--block-size 256"), "--block-size"),
+    "block size off the dense-MLA checkpoints": (
+        DAILY.replace("--seed 42", "--block-size 256").replace("deepseek-ai/DeepSeek-R1", "moonshotai/Kimi-K3"),
+        "--block-size",
+    ),
     "auto context": (DAILY.replace("--max-model-len 9216", "--max-model-len auto"), "--max-model-len auto"),
     "fp4 on a model without fp8 experts": (
         DAILY.replace("deepseek-ai/DeepSeek-R1", "moonshotai/Kimi-K3"),
@@ -193,6 +198,15 @@ REFUSED = {
         "read only for tpu-inference's command",
     ),
 }
+
+
+def test_a_dense_mla_block_size_is_the_page_the_pool_is_counted_in(cli):
+    """--block-size 256 on DeepSeek-R1: the platform keeps a user's block and the MLA kernel pages it at the same 640 B
+    a token (serve.py BLOCK_SOURCE), so the pool's tokens stay (8 x 36.60 GiB in 163,840-B pages x 61 layers: 31,460
+    blocks of 256) while a 9,216-token request takes 36 blocks."""
+    eng = _fit(cli, DAILY.replace("--seed 42", "--block-size 256"))["engine"]
+    assert eng["block_tokens"] == 256 and eng["num_blocks"] == 31_460 and eng["kv_pool_tokens"] == 31_460 * 256
+    assert eng["max_concurrency"] == round(31_460 / 36, 2)
 
 
 @pytest.mark.parametrize("name", sorted(REFUSED))

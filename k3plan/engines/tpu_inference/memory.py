@@ -124,6 +124,19 @@ def _vllm_dsv3_step(
     )
 
 
+# the worker returns its devices' HBM summed (the loop over hbm_usage_bytes(self.devices)) and vLLM's KV manager
+# divides that sum by one layer page x the layers (vllm/v1/core/kv_cache_utils.py get_num_blocks; tpu-inference's page:
+# KVCacheManager.get_kv_cache_spec's padded MLA head), so its "GPU KV cache size" counts the blocks of every device;
+# each device holds its share of them ("Default KV cache is sharded over (BATCH=(dp, attn_dp))",
+# KVCacheManager.initialize_kv_cache: every device under the DP attention the platform requires of an MLA model).
+# Kimi-K2.6 at 8 devices logged 10.08 GiB summed and 277,248 tokens = 1,083 blocks of 256 x 640 B x 61 layers
+# (tests/engines/cases/tpu-inference-kimi-k2.6-v7x8-dpattn-8k-lmeval)
+SUMS_DEVICES = (
+    f"vllm-project/tpu-inference@{COMMIT} tpu_inference/worker/tpu_worker.py TPUWorker.determine_available_memory "
+    "(total_hbm_avail over every device of the worker), runner/kv_cache_manager.py KVCacheManager.initialize_kv_cache "
+    "(the blocks sharded over BATCH = (dp, attn_dp))"
+)
+
 WORKER = HbmWorker(
     source=WORKER_SOURCE,
     # the worker's f-string ({total_hbm_used_gb=}GiB ...), over one device's share: it sums its devices
@@ -138,4 +151,5 @@ WORKER = HbmWorker(
     compact_at=COMPACT_AT,
     compact_short="uniform",
     step_temporaries=step_temporaries,
+    sums_devices=SUMS_DEVICES,
 )

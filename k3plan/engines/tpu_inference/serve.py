@@ -150,6 +150,17 @@ FP8_EXPERT_MODELS = frozenset(
 INT4_EXPERT_MODELS = frozenset(
     {"kimi-k2.6", "kimi-k2-thinking", "moonshotai/kimi-k2.6", "moonshotai/kimi-k2.5", "moonshotai/kimi-k2-thinking"}
 )
+# the dense-MLA checkpoints whose --block-size is read: the platform keeps a user's block (TpuPlatform.
+# check_and_update_config sets PallasMLAttentionBackend.get_page_size only when not cache_config.
+# user_specified_block_size) and the MLA v2 kernel pages it as (pages, block // kv_packing, kv_packing,
+# align_to(kv_dim, 128)) (kernels/mla/v2/kernel.py get_kv_cache_shape; KVCacheManager.get_kv_cache_spec), so a page
+# costs block x the same bytes a token as at the 1,024-token default (BLOCK_SOURCE); the hybrid KDA models' pages
+# (install_hybrid_page_size_padding) and DeepSeek-V4's were not read for a given block, so it is refused there
+DENSE_MLA_MODELS = FP8_EXPERT_MODELS | INT4_EXPERT_MODELS
+BLOCK_SOURCE = (
+    f"{SOURCE} tpu_inference/platforms/tpu_platform.py TpuPlatform.check_and_update_config (the MLA page only 'if "
+    "cache_config and not cache_config.user_specified_block_size'), kernels/mla/v2/kernel.py get_kv_cache_shape"
+)
 # DeepSeek-V4's fp4 experts, requantized to fp4 in 512-blocks on vLLM's model code whatever MOE_REQUANTIZE_* say
 # (deepseek_v4_fp8.py VllmDeepseekV4Fp8Config -> mxfp4.py VllmMxfp4MoEMethod, MXFP4_REQUANTIZED_BLOCK_SIZE; stack.yaml
 # model_impl=vllm): the variables change nothing there; its nightly MMLU run sets them (.buildkite/pipeline_jax.yml
@@ -612,10 +623,14 @@ def read(r: Reading) -> None:
         raise K3PlanError("--serve: --moe-backend on tpu-inference: its MoE backends were not read; remove it")
     r.dtypes()
     r.quantization()
-    if get("--block-size", None) is not None:
+    block_raw = get("--block-size", None)
+    if block_raw is not None and r.model.strip().rstrip("/").lower() in DENSE_MLA_MODELS:
+        r.block = flag_int("--block-size", str(block_raw))  # the page the pool is counted in (BLOCK_SOURCE)
+    elif block_raw is not None:
         raise K3PlanError(
-            "--serve: --block-size on tpu-inference: k3plan prices its MLA page, the 1,024 tokens it sets "
-            "(tpu_platform.py) when none is given; remove it"
+            "--serve: --block-size on tpu-inference: k3plan prices a given page for the dense-MLA checkpoints "
+            "(DeepSeek-V3 / R1, Kimi-K2.x) only, and otherwise the 1,024 tokens the platform sets (tpu_platform.py) "
+            "when none is given; remove it"
         )
     _env(r, expert_ways)
     if r.options.get("moe_requantize_weight_dtype") == "fp4":

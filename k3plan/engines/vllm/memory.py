@@ -305,6 +305,7 @@ def vllm_kv_pool(
     concurrency_by_tokens: bool = False,
     tokens_by_concurrency: bool = False,
     compiled_step: tuple[int, str] | None = None,
+    pool_devices: int = 1,
 ) -> EngineSizing:
     """vLLM's pool as its worker and KV manager size it (module docstring); ``starts``: the engine's start
     checks pass (available > 0 and one max_model_len request fits: vLLM's _check_enough_kv_cache_memory).
@@ -331,7 +332,12 @@ def vllm_kv_pool(
     ``tokens_by_concurrency``: the "GPU KV cache size" logged as int(max concurrency x max_model_len) (from 0.20.1,
     ``TOKENS_BY_CONCURRENCY_FROM``); False: num_blocks // the groups x the smallest block (x DCP), as to 0.20.0.
     ``compiled_step``: (bytes a device, source) of the temporaries a TPU engine's step compiled after the pool holds
-    (``hbm_worker.step_temporaries``): the start fails where they exceed the 1 - utilization share left."""
+    (``hbm_worker.step_temporaries``): the start fails where they exceed the 1 - utilization share left.
+    ``pool_devices``: the devices whose pools the engine's worker sums before vLLM counts the blocks
+    (``hbm_worker.sums_devices``: tpu-inference's mesh, every block split across it): the uniform pages' blocks, the
+    tokens and the one-request check are over that many devices' ``available``; the pool stays a device's. 1: one
+    device's (GPU vLLM, the torch_tpu plugin); DeepSeek-V4's groups and models with KDA state groups are counted a
+    device either way (their cache creation not read for it)."""
     cap = int(visible_bytes * utilization)
     available = cap - weights_bytes - int(activation_bytes.value) - int(non_torch_bytes.value)
     resident = weights_bytes + int(activation_bytes.value) + int(non_torch_bytes.value)
@@ -354,8 +360,15 @@ def vllm_kv_pool(
         available = min(ext.bytes, max(capacity, 0))  # finalize_extensible_kv_cache: at most the capacity's blocks
     size, att, st = kv_groups(n_attention=n_attention, n_state=n_state)
     per_block = page_bytes * size
-    blocks = max(available, 0) // per_block if per_block > 0 else 0
+    mesh = pool_devices if pool_devices > 1 and dsv4 is None and not st and hbm_worker is not None else 1
+    blocks = max(available, 0) * mesh // per_block if per_block > 0 else 0
     blocks_src = f"available // (page {page_bytes:,} B x group size {size}): {att} attention + {st} state groups"
+    if mesh > 1:
+        assert hbm_worker is not None
+        blocks_src = (
+            f"available x {mesh} devices // (page {page_bytes:,} B x group size {size}): {att} attention + {st} state "
+            f"groups ({hbm_worker.sums_devices})"
+        )
     compact_short = False
     if compact_state_bytes is not None and st and num_gpu_blocks_override is None:
         slots = max_num_seqs + 1  # + 1: slot 0, the null / sentinel slot
@@ -402,6 +415,8 @@ def vllm_kv_pool(
             f"GPU KV cache size {tokens:,} tokens / max_model_len {max_model_len:,}: {CONCURRENCY_BY_TOKENS_SOURCE}"
         )
     need, checked = per_request * per_block, available  # the check's bytes and the memory it plans against
+    if mesh > 1:
+        checked = available * mesh  # the worker's sum the check reads (hbm_worker.sums_devices)
     if dsv4 is not None:  # DeepSeek-V4: one pool of packed blocks, every group's pages drawn from it
         per_block = dsv4.block_bytes
         blocks = max(available, 0) // per_block
@@ -665,6 +680,7 @@ def engine_sizing(
     step_model: tuple[str, int, int, int, int] | None = None,
     step_options: dict[str, str] | None = None,
     graph_profile_oom: tuple[int, str, str] | None = None,
+    mesh_devices: int = 1,
 ) -> EngineSizing | None:
     """The sizing of the stack's engine from a fit's numbers; None where the stack's pool is not vLLM's
     (kv_pool method utilization_minus_profile: GPU vLLM; utilization_minus_resident: the torch_tpu plugin).
@@ -1085,6 +1101,9 @@ def engine_sizing(
         concurrency_by_tokens=gpu and release is not None and release < CONCURRENCY_BY_BLOCKS_FROM,
         # the torch_tpu plugin's and tpu-inference's vLLM not read for it: the older form kept
         tokens_by_concurrency=gpu and (release is None or release >= TOKENS_BY_CONCURRENCY_FROM),
+        # the engine's mesh, where its worker sums the devices' pools (HbmWorker.sums_devices)
+        # (DeepSeek-V4's cache creation there not read for it: a device's, as before)
+        pool_devices=mesh_devices if hbm_worker is not None and hbm_worker.sums_devices and dsv4 is None else 1,
     )
 
 
