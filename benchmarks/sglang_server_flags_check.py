@@ -7,9 +7,15 @@ choices; this compares them with the table's options, KINDS and CHOICES for that
 
     python3 benchmarks/sglang_server_flags_check.py sglang-0.4.3-py3-none-any.whl ...
 
-A wheel whose import fails under the stubs (0.5.2-0.5.18: model configs built and serialised at import time) is
-reported as not checked. Run 2026-12-07 over the 93 wheels the table was read from: the 60 that import (every 0.4.x
-with its post-releases, 0.5.0rc2, 0.5.1-0.5.1.post3, 0.5.19-0.5.23) match exactly; 33 not checked.
+An sglang module whose own import raises under the stubs (0.5.2-0.5.18: model configs built and serialised at import
+time, parallel_state, the fla utils) keeps what it bound before the error and stands in for the rest (the check names
+them); server_args.py itself must run through, or the wheel is reported as not checked. A name server_args.py took from
+such a module would read as a stand-in: its choices as none (a difference the check reports), an add_argument call
+made there as missing (likewise). Run 2026-12-07 over the 93 wheels the table was read from: the 60 that import
+without a stand-in (every 0.4.x with its post-releases, 0.5.0rc2, 0.5.1-0.5.1.post3, 0.5.19-0.5.23) match exactly;
+session 50: the other 33 (0.5.2-0.5.18 with their post-releases) build their parsers with one to five sglang modules
+stood in for (sglang.srt.configs.deepseek_ocr, .nemotron_h, distributed.parallel_state, layers.dp_attention,
+layers.attention.fla.utils, multimodal.mm_utils) and match exactly too: every option string, kind and choice list.
 """
 
 from __future__ import annotations
@@ -135,8 +141,38 @@ class _StubModule(types.ModuleType):
 FORCED = {"pydantic"}
 
 
+# the sglang modules whose own import raised under the stubs, with what it raised (--one prints them to stderr)
+STUBBED_AFTER_FAILING: list[str] = []
+
+
+class _Partial(importlib.abc.Loader):
+    """An sglang module run for real; one whose import raises under the stubs (0.5.2-0.5.18: a model config built and
+    serialised at import time) keeps the names it bound before the error and answers any other with a stand-in, so the
+    modules server_args.py imports from load. server_args.py itself must run through: its error is raised."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def create_module(self, spec: Any) -> Any:
+        return self.inner.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        try:
+            self.inner.exec_module(module)
+        except Exception as e:  # noqa: BLE001  # any error: the module is stood in for, and said so
+            if module.__name__ == "sglang.srt.server_args":
+                raise
+            STUBBED_AFTER_FAILING.append(f"{module.__name__} ({type(e).__name__})")
+            module.__class__ = _StubModule
+
+
 class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
+        if name.startswith("sglang.") and name.count(".") >= 2:  # sglang.srt.X: run for real, stood in for if it raises
+            spec = importlib.machinery.PathFinder.find_spec(name, path)
+            if spec is not None and spec.loader is not None:
+                spec.loader = _Partial(spec.loader)
+            return spec
         if name.split(".")[0] in ("sglang", *OPTIONAL):
             return None
         if name.split(".")[0] in FORCED:
@@ -219,6 +255,7 @@ def compare(version: str, real: dict[str, Any]) -> list[str]:
 def main() -> None:
     if sys.argv[1] == "--one":
         print(json.dumps(parser_of(sys.argv[2]), default=str))
+        print("; ".join(STUBBED_AFTER_FAILING), file=sys.stderr)
         return
     for wheel in sys.argv[1:]:
         version = os.path.basename(wheel).split("-")[1]
@@ -229,7 +266,12 @@ def main() -> None:
             print(f"{version}: not checked (its import fails under the stubs: {run.stderr.strip().splitlines()[-1]})")
             continue
         diffs = compare(version, json.loads(run.stdout))
-        print(f"{version}: " + ("matches" if not diffs else "; ".join(diffs)))
+        stubbed = run.stderr.strip().splitlines()[-1] if run.stderr.strip() else ""
+        print(
+            f"{version}: "
+            + ("matches" if not diffs else "; ".join(diffs))
+            + (f" (sglang modules stood in for after their import raised: {stubbed})" if stubbed else "")
+        )
 
 
 if __name__ == "__main__":

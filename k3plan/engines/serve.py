@@ -36,13 +36,11 @@ HF_MODELS = {
     "deepseek-ai/deepseek-v3-0324": "deepseek-v3",
     "deepseek-ai/deepseek-v4-flash": "deepseek-v4-flash",
     "deepseek-ai/deepseek-v4-pro": "deepseek-v4-pro",
-    # deepseek-ai/DeepSeek-V4-Flash-0731 is bundled on its own (models/bundled/deepseek-v4-flash-0731, resolved
-    # through its provenance.json by models.hub.bundled_of): its config.json is the April Flash's plus the DSpark
-    # stages (four dspark_* keys, compress_ratios 46 long), which SGLang and vLLM read. The Pro's later release the
-    # torchtpu-vllm nightly serves (deepseek-v4-pro-dp16-ep.sh @5e1723db) is still read as the bundled Pro: its
-    # "805 GiB of weights is 72.8 GiB/rank" is the bundled Pro's weights within 3%
-    # (tests/engines/cases/torchtpu-dsv4-pro-dp16-nightly.yaml); its config.json is not in the stored material
-    "deepseek-ai/deepseek-v4-pro-0813": "deepseek-v4-pro",
+    # deepseek-ai/DeepSeek-V4-Flash-0731 and deepseek-ai/DeepSeek-V4-Pro-0813 are bundled on their own
+    # (models/bundled/deepseek-v4-flash-0731, models/bundled/deepseek-v4-pro-0813, resolved through their
+    # provenance.json by models.hub.bundled_of): each config.json is the April release's plus the DSpark stages (four
+    # dspark_* keys, compress_ratios three entries past the layers; the Pro's also expert_dtype), which SGLang and
+    # vLLM read
     # the fp8 (128 x 128 block) DeepseekV3ForCausalLM checkpoints the bundled kimi-k2 config is
     "moonshotai/kimi-k2-instruct": "kimi-k2",
     "moonshotai/kimi-k2-base": "kimi-k2",

@@ -22,7 +22,8 @@ hold it. One registry; every byte count in k3plan goes through ``FORMATS[name].n
   block of each matrix.
 - ds_fp8 / ds_fp4 (DeepSeek-V4's own checkpoint, names ``<base>.weight`` + ``<base>.scale``): e4m3 with one
   E8M0 (1 B) scale per [128, 128] block; and FP4 E2M1 packed two a byte (safetensors ``I8``) with one E8M0
-  scale per 32 inputs of a row (4.25 bits a parameter, as mxfp4). i64: V4's hash-routing table.
+  scale per 32 inputs of a row (4.25 bits a parameter, as mxfp4). i64: V4's hash-routing table; i32 the
+  form an engine holds it in (SGLang's HashTopK, a resident format only).
 - ds_fp8_b32 / ds_fp8_row32 (DeepSeek-V4.1's checkpoint, ``quantization_config.weight_block_size`` [32, 32]): e4m3
   with one E8M0 scale per [32, 32] block; and the Engram n-gram tables, e4m3 rows with one E8M0 scale per 32
   values of a row (8.25 bits a parameter: 264 B a 256-wide row).
@@ -269,6 +270,8 @@ FORMATS: dict[str, Format] = {
         quantized=True,
     ),
     "i64": _plain(8, "I64", "i64"),
+    # an engine's resident form of an i64 table: SGLang's HashTopK.tid2eid (engines/sglang/stack.yaml runtime_formats)
+    "i32": _plain(4, "I32", "i32"),
     # NVIDIA ModelOpt NVFP4 (k3plan.models.config.ModelOptQuant): the tensor's name is the checkpoint's base name
     "nvfp4": Format(
         name="nvfp4",

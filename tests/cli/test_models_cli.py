@@ -16,6 +16,7 @@ BUNDLED = [
     "deepseek-v4-flash",
     "deepseek-v4-flash-0731",
     "deepseek-v4-pro",
+    "deepseek-v4-pro-0813",
     "deepseek-v4.1-flash",
     "kimi-k2",
     "kimi-k2-thinking",

@@ -196,33 +196,21 @@ def test_a_checkpoint_k3plan_cannot_price_is_named_before_any_flag():
 
 
 @pytest.mark.parametrize(
-    ("checkpoint", "bundle", "read_as"),
-    [("deepseek-ai/DeepSeek-V4-Pro-0813", "deepseek-v4-pro", "DeepSeek-V4-Pro config")],
+    ("checkpoint", "bundle"),
+    [("DeepSeek-V4-Flash-0731", "deepseek-v4-flash-0731"), ("DeepSeek-V4-Pro-0813", "deepseek-v4-pro-0813")],
 )
-def test_the_recipe_s_default_v4_dspark_line_is_refused_for_the_module_k3plan_has_not_read(checkpoint, bundle, read_as):
+def test_the_recipe_s_default_dspark_lines_read_the_bundled_module(checkpoint, bundle):
     # the vLLM recipes' DeepSeek-V4-Flash (0731) and -Pro (0813) default variants with their default spec mode, dspark
-    # (vllm-project/recipes@8959cf6 models/deepseek-ai/DeepSeek-V4-{Flash,Pro}.yaml): the checkpoint ships the module,
-    # so the refusal names the module k3plan has not read, never "ships no DSpark stages"
+    # (vllm-project/recipes@8959cf6 models/deepseek-ai/DeepSeek-V4-{Flash,Pro}.yaml): both are bundled with their
+    # dspark_* keys and DSpark stages (models/bundled/deepseek-v4-flash-0731, deepseek-v4-pro-0813), so the line is
+    # read, not refused
     line = (
-        f"vllm serve {checkpoint} --trust-remote-code --kv-cache-dtype fp8 --block-size 256 "
-        "--tensor-parallel-size 8 --speculative-config "
-        '\'{"method":"dspark","num_speculative_tokens":7,"draft_sample_method":"probabilistic"}\''
-    )
-    with pytest.raises(K3PlanError, match=f"carries a DSpark draft module \\(mtp.\\*\\) beside the {read_as}"):
-        parse_serve(line, platform="gpu")
-    assert parse_serve(line.split(" --speculative-config")[0], platform="gpu").model == bundle
-
-
-def test_the_recipe_s_default_0731_dspark_line_reads_the_bundled_module():
-    # the Flash's default variant (DeepSeek-V4-Flash-0731) is bundled with its dspark_* keys and DSpark stages
-    # (models/bundled/deepseek-v4-flash-0731), so the recipe's dspark line is read, not refused
-    line = (
-        "vllm serve deepseek-ai/DeepSeek-V4-Flash-0731 --trust-remote-code --kv-cache-dtype fp8 --block-size 256 "
+        f"vllm serve deepseek-ai/{checkpoint} --trust-remote-code --kv-cache-dtype fp8 --block-size 256 "
         "--tensor-parallel-size 8 --speculative-config "
         '\'{"method":"dspark","num_speculative_tokens":7,"draft_sample_method":"probabilistic"}\''
     )
     q = parse_serve(line, platform="gpu")
-    assert q.model == "deepseek-v4-flash-0731"
+    assert q.model == bundle
     assert q.speculative is not None and q.speculative.method == "dspark"
 
 

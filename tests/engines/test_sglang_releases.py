@@ -449,3 +449,61 @@ def test_a_switch_takes_no_value_and_a_list_takes_several_as_the_release_s_parse
             _read(cmd + given, "0.5.12")
     q = _read(cmd + "--enable-dp-attention --cuda-graph-bs 8 16 32 --mem-fraction-static 0.8", "0.5.12")
     assert (q.tp, q.dp, q.stack) == (1, 8, "dp-attention")
+
+
+# the long options (--help aside) the real parser of each release registers, counted from the parser each wheel builds
+# (sglang 0.5.2-0.5.18 wheels, PyPI: sglang/srt/server_args.py ServerArgs.add_cli_args on an argparse.ArgumentParser,
+# built by benchmarks/sglang_server_flags_check.py with the sglang modules whose import raises under its stubs stood in
+# for, session 50); the table (written from the source by benchmarks/sglang_server_flags.py) agrees option by option
+REAL_PARSER_OPTIONS = {
+    "0.5.2": 218,
+    "0.5.3": 254,
+    "0.5.3.post1": 257,
+    "0.5.3.post2": 271,
+    "0.5.3.post3": 271,
+    "0.5.4": 281,
+    "0.5.4.post1": 274,
+    "0.5.4.post2": 277,
+    "0.5.4.post3": 280,
+    "0.5.5": 281,
+    "0.5.5.post1": 281,
+    "0.5.5.post2": 281,
+    "0.5.5.post3": 287,
+    "0.5.6": 296,
+    "0.5.6.post1": 298,
+    "0.5.6.post2": 300,
+    "0.5.7": 321,
+    "0.5.8": 336,
+    "0.5.8.post1": 336,
+    "0.5.9": 341,
+    "0.5.10": 365,
+    "0.5.10.post1": 365,
+    "0.5.11": 387,
+    "0.5.12": 402,
+    "0.5.12.post1": 402,
+    "0.5.13": 419,
+    "0.5.13.post1": 419,
+    "0.5.14": 433,
+    "0.5.15": 451,
+    "0.5.15.post1": 451,
+    "0.5.16": 476,
+    "0.5.17": 491,
+    "0.5.18": 506,
+}
+
+
+@pytest.mark.parametrize("version", sorted(REAL_PARSER_OPTIONS))
+def test_the_option_table_of_0_5_2_to_0_5_18_is_the_real_parser_s(version):
+    """The releases whose parsers did not build under the stubs until session 50: the table holds as many options as
+    each real parser, and the real parser's kinds where the source reader could have erred -- DeprecatedAliasStoreAction
+    (0.5.13 on; nargs None: one value) and nargs '?' (--hybrid-kvcache-ratio 0.5.2-0.5.7, --model-checksum 0.5.9 on:
+    one value or none, read as a value)."""
+    from k3plan.engines.release import parse_post, parse_release
+    from k3plan.engines.sglang.serve import option_kind, release_options
+
+    opts = release_options(parse_release(version.split(".post")[0]), parse_post(version))[0] - {"--help"}
+    assert len(opts) == REAL_PARSER_OPTIONS[version]
+    if version in ("0.5.15", "0.5.18"):
+        assert option_kind("--cuda-graph-max-bs", version) == "value"  # a DeprecatedAliasStoreAction alias there
+    if version == "0.5.5":
+        assert option_kind("--hybrid-kvcache-ratio", version) == "value"

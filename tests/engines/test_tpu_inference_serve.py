@@ -330,7 +330,7 @@ def test_deepseek_v4_s_fp4_experts_are_requantized_whatever_the_variables_say(cl
 def test_the_int4_and_dsv4_expert_ids_are_the_ones_serve_resolves_to_those_bundles():
     """tpu_inference/serve.py keeps its own id lists (importing engines.serve there is a cycle): they must stay the
     priced ids that resolve to a bundle whose experts are int4 group-32 (Kimi-K2.6 / K2-Thinking) or DeepSeek-V4's
-    fp4 (V4-Flash, its 0731 release / V4-Pro; V4.1 has no tpu-inference path), with the bundles' own names."""
+    fp4 (V4-Flash, its 0731 release / V4-Pro, its 0813 release; V4.1 has no tpu-inference path), with the bundles' own names."""
     from k3plan.engines.serve import model_of, priced_ids
     from k3plan.engines.tpu_inference.serve import DSV4_EXPERT_MODELS, INT4_EXPERT_MODELS
     from k3plan.models import load_model
@@ -340,7 +340,8 @@ def test_the_int4_and_dsv4_expert_ids_are_the_ones_serve_resolves_to_those_bundl
 
     int4 = {i for i in priced_ids() if expert_formats(model_of(i)) == {"int4_g32"}}
     assert INT4_EXPERT_MODELS == int4 | {model_of(i) for i in int4}
-    dsv4 = {i for i in priced_ids() if model_of(i) in ("deepseek-v4-flash", "deepseek-v4-flash-0731", "deepseek-v4-pro")}
+    v4 = ("deepseek-v4-flash", "deepseek-v4-flash-0731", "deepseek-v4-pro", "deepseek-v4-pro-0813")
+    dsv4 = {i for i in priced_ids() if model_of(i) in v4}
     assert DSV4_EXPERT_MODELS == dsv4 | {model_of(i) for i in dsv4}
 
 

@@ -7,9 +7,10 @@ Source: kowalski-4831/vllm-torchtpu scripts/vllm/benchmarking/configs/deepseek-v
 
 The command is composed from the config's variables (MODEL, TENSOR_PARALLELISM, DATA_PARALLELISM, ENABLE_EP,
 QUANTIZATION, KV_CACHE_DTYPE, MAX_*, GPU_MEMORY_UTILIZATION, the exports and EXTRA_SERVE_ARGS), with vLLM's flag for
-each; the checkpoint named by the bundled model's name: the config's "deepseek-ai/DeepSeek-V4-Pro-0813" is a dated
-checkpoint k3plan bundles no config for, and the test holds that its "805 GiB of weights" is the bundled checkpoint's
-size (MTP included) before pricing it so.
+each; the checkpoint named by the bundled model's name: the config's "deepseek-ai/DeepSeek-V4-Pro-0813" is bundled
+on its own since session 50 (models/bundled/deepseek-v4-pro-0813: the April Pro with three DSpark stages, 831 GiB),
+and the test holds that its "805 GiB of weights" is the April checkpoint's size (MTP included), as the rank's weights
+are the same either way (the nightly runs no draft).
 
 What makes the figure: the engine requantizes the FP4 experts at load (deepseek_v4_fp8 -> VllmDeepseekV4Mxfp4MoEMethod,
 fp4 codes and an fp32 scale a 512-block of K; engines/torchtpu_vllm/stack.yaml cites it): 0.5 B a parameter + 4 B a

@@ -82,7 +82,7 @@ def test_0731_id_resolves_to_its_own_bundle(text):
 
 def test_ids_of_the_other_releases_are_unchanged():
     assert model_of("deepseek-ai/DeepSeek-V4-Flash") == "deepseek-v4-flash"
-    assert model_of("deepseek-ai/DeepSeek-V4-Pro-0813") == "deepseek-v4-pro"
+    assert model_of("deepseek-ai/DeepSeek-V4-Pro-0813") == "deepseek-v4-pro-0813"  # bundled on its own too
     assert hf_id(NAME) == "deepseek-ai/DeepSeek-V4-Flash-0731"
     assert bundled_of("DEEPSEEK-AI/DEEPSEEK-V4-FLASH-0731") == NAME
 

@@ -255,7 +255,7 @@ def _bundled(r: Reading) -> str:
 
 def _deepseek_v4(r: Reading) -> bool:
     """The command serves a DeepSeek-V4 checkpoint (SGLang's models/deepseek_v4.py; not V4.1's)."""
-    return _bundled(r) in ("deepseek-v4-flash", "deepseek-v4-flash-0731", "deepseek-v4-pro")
+    return _bundled(r) in ("deepseek-v4-flash", "deepseek-v4-flash-0731", "deepseek-v4-pro", "deepseek-v4-pro-0813")
 
 
 # SGLang serves DeepSeek-V4.1 (model_type deepseek_v41, DeepseekV41ForCausalLM) from 0.5.21: configs/deepseek_v41.py

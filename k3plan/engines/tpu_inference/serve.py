@@ -168,7 +168,7 @@ BLOCK_SOURCE = (
 DSV4_EXPERT_MODELS = frozenset(
     {"deepseek-v4-flash", "deepseek-v4-flash-0731", "deepseek-v4-pro", "deepseek-ai/deepseek-v4-flash"}
     | {"deepseek-ai/deepseek-v4-flash-0731"}
-    | {"deepseek-ai/deepseek-v4-pro", "deepseek-ai/deepseek-v4-pro-0813"}
+    | {"deepseek-v4-pro-0813", "deepseek-ai/deepseek-v4-pro", "deepseek-ai/deepseek-v4-pro-0813"}
 )
 # MODEL_IMPL_TYPE's values (envs.py env_with_choices: auto, vllm, flax_nnx, jetpack); the second, vLLM's model code, is
 # the one priced

@@ -173,16 +173,6 @@ class DraftPricing(Frozen):
     target_hidden_row_bytes: int = 0
 
 
-# checkpoints read as a bundled config whose DSpark module is not in it: the vLLM recipes' DeepSeek-V4-Pro default
-# variant (vllm-project/recipes@8959cf6 models/deepseek-ai/DeepSeek-V4-Pro.yaml, variant default: "Official 0813
-# release: supersedes the preview, same architecture with the fused DSpark draft module attached (config.json gains
-# the dspark_* block)", default_modes spec_decoding: dspark). The Flash's (0731) is bundled with its dspark_* keys
-# and DSpark stages (models/bundled/deepseek-v4-flash-0731), so its module is read
-DSPARK_UNREAD = {
-    "deepseek-ai/deepseek-v4-pro-0813": "DeepSeek-V4-Pro",
-}
-
-
 def read_speculative(get, model_text: str, *, kv_cache_dtype: str = "auto", ds_mla: bool = False) -> SpecServe | None:
     """``--speculative-config`` (JSON), ``--num-speculative-tokens`` and ``--speculative-model`` (vLLM < 0.10's
     flags) -> the method and token count; a method or key k3plan cannot price is refused by name (one line).
@@ -252,14 +242,6 @@ def read_speculative(get, model_text: str, *, kv_cache_dtype: str = "auto", ds_m
             raise K3PlanError(
                 f"--serve: --speculative-config method dspark with model {model!r}: a separate DSpark checkpoint is "
                 "not priced; k3plan prices the DSpark stages a target checkpoint ships (leave model out)"
-            )
-        read_as = DSPARK_UNREAD.get(model_text.strip().rstrip("/").lower())
-        if read_as is not None:
-            raise K3PlanError(
-                f"--serve: --speculative-config method dspark on {model_text.strip()}: that checkpoint carries a DSpark "
-                f"draft module (mtp.*) beside the {read_as} config k3plan reads it with (k3plan.engines.serve "
-                "HF_MODELS), and that module's config and tensors were not read, so its draft is not priced; serve it "
-                "without --speculative-config"
             )
         if n is None:
             raise K3PlanError(
