@@ -207,6 +207,16 @@ def test_the_fly_acceptance_keys_change_nothing_held():
     assert (q.speculative.method, q.speculative.num_speculative_tokens) == ("mtp", 3)
 
 
+def test_the_draft_s_max_model_len_changes_nothing_held(cli):
+    """SpeculativeConfig.max_model_len only overrides draft_model_config.max_model_len, which nothing that sizes
+    memory reads (engines/vllm/spec.py HARMLESS_KEYS): the same figures with and without it (Czyszka/nanoserve-mini's
+    DeepSeek-V4-Flash MTP service gives it 8,192, tests/engines/cases/vllm-nanoserve-dsv4-flash-*)."""
+    base = FLASH + """ --speculative-config '{"method":"mtp","num_speculative_tokens":1%s}'"""
+    got = [_engine(cli, "nvidia-h200", "2", base % extra) for extra in ("", ',"max_model_len":8192')]
+    keys = ("weights_bytes", "kv_pool_bytes", "kv_pool_tokens", "max_concurrency", "starts")
+    assert tuple(got[0][k] for k in keys) == tuple(got[1][k] for k in keys)
+
+
 # DeepSeek-V4's fp8_ds_mla layout takes "auto" and every fp8 spelling as fp8_ds_mla (vllm 0.31.0 wheel (PyPI),
 # vllm/models/deepseek_v4/attention.py _resolve_dsv4_kv_cache_dtype): a drafter's "auto" beside --kv-cache-dtype fp8 is
 # the target's dtype there

@@ -121,6 +121,14 @@ HARMLESS_KEYS = frozenset(
         "fly_entropy_threshold",
         "fly_entropy_top_k",
         "disable_lookahead_block_hashes",
+        # the draft's maximum length: SpeculativeConfig._maybe_override_draft_max_model_len writes it into
+        # draft_model_config.max_model_len ('used when testing the ability to skip speculation for some sequences'),
+        # which no other module reads: the drafter is built with the target's VllmConfig (get_model(vllm_config=...,
+        # model_config=draft_model_config) for its dtype and weights only, model_loader/utils.py initialize_model),
+        # so its layers' KV specs take the target's max_model_len (vllm 0.20.0 and 0.26.0 wheels (PyPI),
+        # vllm/config/speculative.py, v1/spec_decode/llm_base_proposer.py _get_model; the 0.34.0 wheel's
+        # v1/worker/gpu/spec_decode/speculator_config.py sets it and nothing reads it)
+        "max_model_len",
     }
 )
 # the drafter's KV cache dtype (vllm 0.31.0 wheel (PyPI), vllm/config/speculative.py SpeculativeConfig.kv_cache_dtype:
