@@ -731,6 +731,7 @@ def read(r: Reading) -> None:
     ep_moe_copy(r, ep_moe_on)
     mlp_whole_tp(r)  # after --moe-dense-tp-size and the shared experts' fusion are read
     deepep_mode(r)
+    deepep_config(r)  # after the all-to-all is read
     v41_vision(r)  # after the split and the all-to-all are read
     # flags that change the pool in ways k3plan does not price: refused with what they do, never priced as without
     # the attention backend as given: listed as ignored (k3plan.engines.serve.IGNORED), read for the fraction's aiter
@@ -1388,14 +1389,40 @@ def deepep_mode(r: Reading) -> None:
     r.ignored.append("--deepep-mode")
 
 
-# ServerArgs flags with a memory effect k3plan does not model (python/sglang/srt/server_args.py)
-UNPRICED = {
-    # InferenceX's SGLang nightlies (SemiAnalysisAI/InferenceX@843c6254 benchmarks/single_node/fixed_seq_len/
-    # dsv4_fp4_b300_sglang_mtp.sh, agentic/dsv4_fp4_b200_sglang_mtp.sh; dsr1_fp4_b200.sh's --enable-symm-mem is read:
-    # symm_mem above). --deepep-mode, --moe-dense-tp-size and --disable-shared-experts-fusion are read (deepep_mode,
-    # dense_tp, shared_fusion above)
-    "--deepep-config": DEEPEP_CONFIG_REFUSAL,
-}
+# --deepep-config reaches memory through DeepEP's buffer alone: DeepEPConfig is read by DeepEPBuffer.get_deepep_buffer,
+# which only the DeepEP dispatcher (_DeepEPDispatcherImplNormal / LowLatency._get_buffer) calls, and, for its num_sms, by
+# the batch overlap's DeepGEMM SM split (an SM count, no bytes). Without a DeepEP all-to-all no
+# such buffer is built, so the flag sizes nothing: the target's --moe-a2a-backend deepep, or the draft's deepep that
+# SGLang picks for an NVFP4 checkpoint's FP8 NextN MoE under SGLANG_NVFP4_CKPT_FP8_NEXTN_MOE (speculative_moe_a2a_backend;
+# --speculative-moe-a2a-backend itself is not read by k3plan), keeps the refusal
+DEEPEP_CONFIG_SOURCE = (
+    "sglang 0.5.15 wheel (PyPI), sglang/srt/layers/moe/token_dispatcher/deepep.py DeepEPConfig.__init__ "
+    "(get_deepep_config) and its only readers, DeepEPBuffer.get_deepep_buffer and the DeepGEMM SM split of "
+    "batch_overlap/operations_strategy.py (num_sms); arg_groups/overrides.py _a2a_backend_overrides (deepep only "
+    "under --enable-deepep-waterfill, which k3plan does not read) and _deepseek_spec_moe_resolution (the draft's "
+    "deepep under SGLANG_NVFP4_CKPT_FP8_NEXTN_MOE)"
+)
+DEEPEP_NEXTN_ENV = "SGLANG_NVFP4_CKPT_FP8_NEXTN_MOE"
+
+
+def deepep_config(r: Reading) -> None:
+    """--deepep-config: refused where a DeepEP all-to-all builds the buffer it sizes (``DEEPEP_CONFIG_REFUSAL``),
+    listed as ignored where none does (``DEEPEP_CONFIG_SOURCE``)."""
+    if r.get("--deepep-config", None) is None:
+        return
+    if r.options.get("moe_a2a_backend", SGLANG_A2A_DEFAULT) == "deepep" or _on(r.env.get(DEEPEP_NEXTN_ENV)):
+        raise K3PlanError(
+            f"--serve: --deepep-config: {DEEPEP_CONFIG_REFUSAL} is not priced by k3plan; remove it to price SGLang "
+            "without it"
+        )
+    r.ignored.append("--deepep-config")
+
+
+# ServerArgs flags with a memory effect k3plan does not model (python/sglang/srt/server_args.py): none left
+# unconditionally since --deepep-config (read by deepep_config above) was refused only where DeepEP builds its buffer.
+# --deepep-mode, --moe-dense-tp-size and --disable-shared-experts-fusion are read (deepep_mode, dense_tp,
+# shared_fusion above)
+UNPRICED: dict[str, str] = {}
 
 
 def check_env(env: dict[str, str], *, stack: str = "") -> None:
