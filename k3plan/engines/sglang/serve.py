@@ -732,6 +732,7 @@ def read(r: Reading) -> None:
     mlp_whole_tp(r)  # after --moe-dense-tp-size and the shared experts' fusion are read
     deepep_mode(r)
     deepep_config(r)  # after the all-to-all is read
+    fi_mxfp4_precision(r)
     v41_vision(r)  # after the split and the all-to-all are read
     # flags that change the pool in ways k3plan does not price: refused with what they do, never priced as without
     # the attention backend as given: listed as ignored (k3plan.engines.serve.IGNORED), read for the fraction's aiter
@@ -1416,6 +1417,40 @@ def deepep_config(r: Reading) -> None:
             "without it"
         )
     r.ignored.append("--deepep-config")
+
+
+# --flashinfer-mxfp4-moe-precision (its choices by release: engines/sglang/server_flags.py CHOICES): the activation
+# precision of the FlashInfer MXFP4 MoE. "default" is SGLang's own. "fp8" (from 0.5.19) on SM 90 takes FlashInfer's
+# Humming W4A8 path: preprocess_moe_weights_for_sm90_mixed_gemm_humming returns the same SM 90 interleaved layout as
+# the W4A16 path's interleave_moe_weights_for_sm90_mixed_gemm / interleave_moe_scales_for_sm90_mixed_gemm (uint8, the
+# input's shape: torch.empty_like), and SGLang keeps beside them an FP32 residual scale a local expert for w13 and
+# for w2 and one FP32 scalar a MoE layer (w13_humming_residual_scale, w2_humming_residual_scale,
+# humming_fc2_act_scale): 8 B a local expert and 4 B a layer, under 0.1 MiB for every bundled model, not priced.
+# Elsewhere ("bf16", or "fp8" on Blackwell, whose trtllm path raises NotImplementedError for it at the first forward
+# in 0.5.19's mxfp4_flashinfer_trtllm_moe.py) it stays refused, unread
+FI_MXFP4_PRECISION = "--flashinfer-mxfp4-moe-precision"
+FI_MXFP4_PRECISION_SOURCE = (
+    "sglang 0.5.19 wheel (PyPI), sglang/srt/layers/quantization/mxfp4_flashinfer_cutlass_moe.py "
+    "Mxfp4FlashinferCutlassMoEMethod.process_weights_after_loading (_use_sm90_humming: SM 90 and precision fp8) and "
+    "mxfp4.py Mxfp4MoEMethod.__init__ (the same switch for the generic MXFP4 MoE); flashinfer-python 0.7.2.post1 "
+    "wheel (PyPI), flashinfer/fused_moe/prepare.py preprocess_moe_weights_for_sm90_mixed_gemm_humming"
+)
+
+
+def fi_mxfp4_precision(r: Reading) -> None:
+    """--flashinfer-mxfp4-moe-precision: "default", or "fp8" on a Hopper GPU (``FI_MXFP4_PRECISION_SOURCE``),
+    listed as ignored; any other value refused, not priced. The release's choices are checked before (check_choices)."""
+    raw = r.get(FI_MXFP4_PRECISION, None)
+    if raw is None:
+        return
+    hopper = r.device_name.startswith("nvidia-") and r.device_name not in BLACKWELL
+    if raw == "default" or (raw == "fp8" and hopper):
+        r.ignored.append(FI_MXFP4_PRECISION)
+        return
+    raise K3PlanError(
+        f"--serve: {FI_MXFP4_PRECISION} {raw}: the FlashInfer MXFP4 MoE at {raw} activations on {r.device_name} "
+        "is not priced by k3plan; remove it to price SGLang without it"
+    )
 
 
 # ServerArgs flags with a memory effect k3plan does not model (python/sglang/srt/server_args.py): none left
