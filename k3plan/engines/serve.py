@@ -576,6 +576,11 @@ IGNORED_ENV = {
     "SGLANG_OPT_USE_ONLINE_COMPRESS",
     "SGLANG_OPT_USE_CUSTOM_ALL_REDUCE_V2",
     "SGLANG_USE_ROCM700A",
+    # (and SGLang's ROCm decode path for MLA: it picks AttnForwardMethod.MLA_FUSED_ROPE over MLA for decode batches
+    # and nothing else, sglang 0.5.7 wheel (PyPI) models/deepseek_v2.py DeepseekV2AttentionMLA.__init__ /
+    # _dispatch_mla_subtype; 0.5.11 models/deepseek_common/attention_backend_handler.py; SGLang's cookbook Kimi-K2.6
+    # MI350X launch, sgl-project/sglang@0297fc67 docs_new/src/snippets/configs/moonshotai/kimi-k2.6-benchmarks.jsx)
+    "SGLANG_ROCM_FUSED_DECODE_MLA",
     "VLLM_FLOAT32_MATMUL_PRECISION",
     "VLLM_ENABLE_K3_LATENT_MOE_TAIL_FUSION",
     "SGLANG_JIT_DEEPGEMM_PRECOMPILE",

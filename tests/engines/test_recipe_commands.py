@@ -179,7 +179,8 @@ def test_inferencex_s_sglang_scheduling_and_host_flags_are_read_as_harmless(flag
     ("command", "what"),
     [
         (
-            "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-R1-0528 --tp 8 --deepep-config c.json",
+            "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-R1-0528 --tp 8 --moe-a2a-backend deepep "
+            "--deepep-config c.json",
             "DeepEP",
         ),
         ("vllm serve deepseek-ai/DeepSeek-R1-0528 -tp 8 --prefill-context-parallel-size 2", "prefill context parallel"),

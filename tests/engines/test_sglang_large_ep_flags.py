@@ -10,7 +10,9 @@ DeepSeek PD-disaggregation / large-scale EP commands), each priced from SGLang's
   0.5.6) one whole a GPU at ep = tp, which the flag returns to 1/tp;
 - --deepep-mode: DeepEP's buffer is built at the first dispatch, after the pool is sized, and normal mode's CUDA-graph
   switch-off comes after mem_fraction_static is derived: nothing the pool sees;
-- --deepep-config: the normal-mode buffer's sizes, out of the 2 GiB SGLang leaves for DeepEP: still refused.
+- --deepep-config: the normal-mode buffer's sizes, out of the 2 GiB SGLang leaves for DeepEP: still refused where a
+  DeepEP all-to-all builds that buffer; without one (SGLang's default --moe-a2a-backend none) it sizes nothing and is
+  listed as ignored (sglang 0.5.15 wheel, token_dispatcher/deepep.py DeepEPConfig: read by the DeepEP buffer alone).
 """
 
 from __future__ import annotations
@@ -73,7 +75,7 @@ def test_moe_dense_tp_size_under_dp_attention_and_where_the_class_does_not_read_
         # stops at it
         ("--disable-shared-experts-fusion", "0.4.6", "sglang 0.4.6's parser has no such option"),
         ("--deepep-mode fast", "0.5.15", "invalid choice: 'fast' \\(choose from auto, normal, low_latency\\)"),
-        ("--deepep-config c.json", "0.5.15", "DeepEP's normal-mode buffer sizes from a tuned config"),
+        ("--moe-a2a-backend deepep --deepep-config c.json", "0.5.15", "DeepEP's normal-mode buffer sizes from a tuned"),
     ],
 )
 def test_what_sglang_refuses_or_k3plan_cannot_size_is_refused(flags, release, what):
@@ -111,3 +113,20 @@ def test_deepep_mode_moves_nothing_the_pool_sees(cli, mode):
     got = _engine(cli, f"{deepep} --deepep-mode {mode}", "0.5.15")
     assert got["kv_pool_tokens"] == base["kv_pool_tokens"] and got["weights_bytes"] == base["weights_bytes"]
     assert "--deepep-mode" in got["serve"]["ignored"]
+
+
+def test_deepep_config_without_a_deepep_all_to_all_sizes_nothing():
+    """SGLang reads --deepep-config into DeepEPConfig, whose only byte-sizing reader is the DeepEP dispatcher's buffer
+    (sglang 0.5.15 wheel, layers/moe/token_dispatcher/deepep.py DeepEPBuffer.get_deepep_buffer); under the default
+    --moe-a2a-backend none no such buffer is built: listed as ignored, the reading otherwise the same. The draft's
+    DeepEP that SGLANG_NVFP4_CKPT_FP8_NEXTN_MOE turns on (arg_groups/overrides.py _deepseek_spec_moe_resolution)
+    keeps the refusal."""
+    from k3plan.engines.release import parse_release
+
+    release = parse_release("0.5.15")
+    plain = parse_serve(V3, platform="gpu", release=release)
+    given = parse_serve(f"{V3} --deepep-config c.json", platform="gpu", release=release)
+    assert "--deepep-config" in given.ignored and "--deepep-config" not in plain.ignored
+    assert given.stack_options == plain.stack_options and given.tp == plain.tp and given.ep == plain.ep
+    with pytest.raises(K3PlanError, match="DeepEP's normal-mode buffer sizes from a tuned config"):
+        parse_serve(f"SGLANG_NVFP4_CKPT_FP8_NEXTN_MOE=1 {V3} --deepep-config c.json", platform="gpu", release=release)

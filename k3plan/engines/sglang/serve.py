@@ -731,6 +731,8 @@ def read(r: Reading) -> None:
     ep_moe_copy(r, ep_moe_on)
     mlp_whole_tp(r)  # after --moe-dense-tp-size and the shared experts' fusion are read
     deepep_mode(r)
+    deepep_config(r)  # after the all-to-all is read
+    fi_mxfp4_precision(r)
     v41_vision(r)  # after the split and the all-to-all are read
     # flags that change the pool in ways k3plan does not price: refused with what they do, never priced as without
     # the attention backend as given: listed as ignored (k3plan.engines.serve.IGNORED), read for the fraction's aiter
@@ -1388,14 +1390,74 @@ def deepep_mode(r: Reading) -> None:
     r.ignored.append("--deepep-mode")
 
 
-# ServerArgs flags with a memory effect k3plan does not model (python/sglang/srt/server_args.py)
-UNPRICED = {
-    # InferenceX's SGLang nightlies (SemiAnalysisAI/InferenceX@843c6254 benchmarks/single_node/fixed_seq_len/
-    # dsv4_fp4_b300_sglang_mtp.sh, agentic/dsv4_fp4_b200_sglang_mtp.sh; dsr1_fp4_b200.sh's --enable-symm-mem is read:
-    # symm_mem above). --deepep-mode, --moe-dense-tp-size and --disable-shared-experts-fusion are read (deepep_mode,
-    # dense_tp, shared_fusion above)
-    "--deepep-config": DEEPEP_CONFIG_REFUSAL,
-}
+# --deepep-config reaches memory through DeepEP's buffer alone: DeepEPConfig is read by DeepEPBuffer.get_deepep_buffer,
+# which only the DeepEP dispatcher (_DeepEPDispatcherImplNormal / LowLatency._get_buffer) calls, and, for its num_sms, by
+# the batch overlap's DeepGEMM SM split (an SM count, no bytes). Without a DeepEP all-to-all no
+# such buffer is built, so the flag sizes nothing: the target's --moe-a2a-backend deepep, or the draft's deepep that
+# SGLang picks for an NVFP4 checkpoint's FP8 NextN MoE under SGLANG_NVFP4_CKPT_FP8_NEXTN_MOE (speculative_moe_a2a_backend;
+# --speculative-moe-a2a-backend itself is not read by k3plan), keeps the refusal
+DEEPEP_CONFIG_SOURCE = (
+    "sglang 0.5.15 wheel (PyPI), sglang/srt/layers/moe/token_dispatcher/deepep.py DeepEPConfig.__init__ "
+    "(get_deepep_config) and its only readers, DeepEPBuffer.get_deepep_buffer and the DeepGEMM SM split of "
+    "batch_overlap/operations_strategy.py (num_sms); arg_groups/overrides.py _a2a_backend_overrides (deepep only "
+    "under --enable-deepep-waterfill, which k3plan does not read) and _deepseek_spec_moe_resolution (the draft's "
+    "deepep under SGLANG_NVFP4_CKPT_FP8_NEXTN_MOE)"
+)
+DEEPEP_NEXTN_ENV = "SGLANG_NVFP4_CKPT_FP8_NEXTN_MOE"
+
+
+def deepep_config(r: Reading) -> None:
+    """--deepep-config: refused where a DeepEP all-to-all builds the buffer it sizes (``DEEPEP_CONFIG_REFUSAL``),
+    listed as ignored where none does (``DEEPEP_CONFIG_SOURCE``)."""
+    if r.get("--deepep-config", None) is None:
+        return
+    if r.options.get("moe_a2a_backend", SGLANG_A2A_DEFAULT) == "deepep" or _on(r.env.get(DEEPEP_NEXTN_ENV)):
+        raise K3PlanError(
+            f"--serve: --deepep-config: {DEEPEP_CONFIG_REFUSAL} is not priced by k3plan; remove it to price SGLang "
+            "without it"
+        )
+    r.ignored.append("--deepep-config")
+
+
+# --flashinfer-mxfp4-moe-precision (its choices by release: engines/sglang/server_flags.py CHOICES): the activation
+# precision of the FlashInfer MXFP4 MoE. "default" is SGLang's own. "fp8" (from 0.5.19) on SM 90 takes FlashInfer's
+# Humming W4A8 path: preprocess_moe_weights_for_sm90_mixed_gemm_humming returns the same SM 90 interleaved layout as
+# the W4A16 path's interleave_moe_weights_for_sm90_mixed_gemm / interleave_moe_scales_for_sm90_mixed_gemm (uint8, the
+# input's shape: torch.empty_like), and SGLang keeps beside them an FP32 residual scale a local expert for w13 and
+# for w2 and one FP32 scalar a MoE layer (w13_humming_residual_scale, w2_humming_residual_scale,
+# humming_fc2_act_scale): 8 B a local expert and 4 B a layer, under 0.1 MiB for every bundled model, not priced.
+# Elsewhere ("bf16", or "fp8" on Blackwell, whose trtllm path raises NotImplementedError for it at the first forward
+# in 0.5.19's mxfp4_flashinfer_trtllm_moe.py) it stays refused, unread
+FI_MXFP4_PRECISION = "--flashinfer-mxfp4-moe-precision"
+FI_MXFP4_PRECISION_SOURCE = (
+    "sglang 0.5.19 wheel (PyPI), sglang/srt/layers/quantization/mxfp4_flashinfer_cutlass_moe.py "
+    "Mxfp4FlashinferCutlassMoEMethod.process_weights_after_loading (_use_sm90_humming: SM 90 and precision fp8) and "
+    "mxfp4.py Mxfp4MoEMethod.__init__ (the same switch for the generic MXFP4 MoE); flashinfer-python 0.7.2.post1 "
+    "wheel (PyPI), flashinfer/fused_moe/prepare.py preprocess_moe_weights_for_sm90_mixed_gemm_humming"
+)
+
+
+def fi_mxfp4_precision(r: Reading) -> None:
+    """--flashinfer-mxfp4-moe-precision: "default", or "fp8" on a Hopper GPU (``FI_MXFP4_PRECISION_SOURCE``),
+    listed as ignored; any other value refused, not priced. The release's choices are checked before (check_choices)."""
+    raw = r.get(FI_MXFP4_PRECISION, None)
+    if raw is None:
+        return
+    hopper = r.device_name.startswith("nvidia-") and r.device_name not in BLACKWELL
+    if raw == "default" or (raw == "fp8" and hopper):
+        r.ignored.append(FI_MXFP4_PRECISION)
+        return
+    raise K3PlanError(
+        f"--serve: {FI_MXFP4_PRECISION} {raw}: the FlashInfer MXFP4 MoE at {raw} activations on {r.device_name} "
+        "is not priced by k3plan; remove it to price SGLang without it"
+    )
+
+
+# ServerArgs flags with a memory effect k3plan does not model (python/sglang/srt/server_args.py): none left
+# unconditionally since --deepep-config (read by deepep_config above) was refused only where DeepEP builds its buffer.
+# --deepep-mode, --moe-dense-tp-size and --disable-shared-experts-fusion are read (deepep_mode, dense_tp,
+# shared_fusion above)
+UNPRICED: dict[str, str] = {}
 
 
 def check_env(env: dict[str, str], *, stack: str = "") -> None:

@@ -1453,6 +1453,12 @@ CHOICES: dict[str, tuple[tuple[str, str, tuple[str, ...]], ...]] = {
         ("0.5.13", "0.5.13.post1", ("auto", "no_buffer", "extra_buffer", "extra_buffer_lazy")),
     ),
     "--mamba-radix-cache-strategy": (("0.5.14", "0.5.23", ("auto", "no_buffer", "extra_buffer", "extra_buffer_lazy")),),
+    # server_args.py ServerArgs.flashinfer_mxfp4_moe_precision (0.5.6-0.5.19), arg_groups/fields/exec_.py (0.5.20 on)
+    "--flashinfer-mxfp4-moe-precision": (
+        ("0.5.6", "0.5.7", ("default", "bf16")),
+        ("0.5.11", "0.5.18", ("default", "bf16")),
+        ("0.5.19", "0.5.23", ("default", "bf16", "fp8")),
+    ),
 }
 # how an option takes its value where it is not one value (argparse's default): 'switch', none (store_true,
 # BooleanOptionalAction, an Action of nargs 0), 'list', one or more (nargs '+' / '*'); an option whose kind
