@@ -914,6 +914,7 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
 
 
 MLA_KV_LABEL = "MLA up-projected K/V over the context"
+EXPERT_IO_LABEL = "expert inputs, gate/up and outputs"  # step/temporaries.py _MOE_LABELS["expert_io_bytes"]
 # the models whose vLLM attention is MLAAttention (model_executor/layers/mla.py MultiHeadLatentAttentionWrapper, whose
 # profile-run allocation engines/vllm/mla_workspace.py sizes): deepseek_v2.py DeepseekV2MLAAttention (DeepSeek-V3 and
 # the Kimi-K2 checkpoints), kimi_k25.py over it, kimi_linear.py KimiMLAAttention (vllm 0.20.0 wheel). Not Kimi-K3, whose
@@ -923,29 +924,67 @@ MLA_PROFILE_ARCHS = ("deepseek_v3", "kimi_k2", "kimi_k25", "kimi_linear")  # mod
 
 
 def _vllm_profile_temp(served, setup: Setup, result: FitResult, lay, *, stack: str, kind: str) -> dict[str, Any]:
-    """temp_bytes and temp_source for vLLM's sizing: the budget's temporaries, where they are its analytic terms and
-    the model has MLA layers (not DeepSeek-V4's attention) on a GPU, with the prefill's ``MLA up-projected K/V over the
-    context`` term replaced by the tensor vLLM's profile run allocates in an MLA layer for it (engines/vllm/
-    mla_workspace.py profile_mla_allocation); as they are elsewhere."""
+    """temp_bytes and temp_source for vLLM's sizing: the budget's temporaries, where they are its analytic terms, with
+    vLLM's own sizes in place of two of them on a GPU: the prefill's ``MLA up-projected K/V over the context`` by the
+    tensor vLLM's profile run allocates in an MLA layer for it where the model has MLA layers (not DeepSeek-V4's
+    attention; engines/vllm/mla_workspace.py profile_mla_allocation), and its ``expert inputs, gate/up and outputs``
+    by what a Marlin MoE call holds where vLLM runs the experts through fused_marlin_moe (engines/vllm/marlin_moe.py
+    marlin_forward_caches); as they are elsewhere."""
     temp, t = result.per_device.temp_bytes, result.temp
     source = f"prefill: {result.provenance.temp_prefill}; decode: {result.provenance.temp_decode}"
     plain = {"temp_bytes": temp, "temp_source": source}
     terms = {e.name: e.bytes for e in t.prefill_terms}
-    if MLA_KV_LABEL not in terms:
-        return plain
     if t.prefill_bytes is None or t.decode_bytes is None or temp != max(t.prefill_bytes, t.decode_bytes):
         return plain  # a calibrated or refused stage: not the analytic terms
-    got = _mla_allocation(served, setup, result, lay, stack=stack, kind=kind)
-    if got is None:
+    swaps: list[tuple[str, int, tuple[int, str]]] = []
+    if MLA_KV_LABEL in terms:
+        got = _mla_allocation(served, setup, result, lay, stack=stack, kind=kind)
+        if got is not None:
+            swaps.append((MLA_KV_LABEL, int(terms[MLA_KV_LABEL]), got))
+    if EXPERT_IO_LABEL in terms:
+        marlin = _marlin_caches(served, setup, result, stack=stack, kind=kind)
+        if marlin is not None:
+            swaps.append((EXPERT_IO_LABEL, int(terms[EXPERT_IO_LABEL]), marlin))
+    if not swaps:
         return plain
-    k3 = int(terms[MLA_KV_LABEL])
-    prefill = t.prefill_bytes - k3 + got[0]
+    prefill = t.prefill_bytes
+    said = []
+    for label, k3, (nbytes, how) in swaps:
+        prefill = prefill - k3 + nbytes
+        what = "the MLA layer allocates in vLLM's profile run" if label == MLA_KV_LABEL else "vLLM's Marlin MoE holds"
+        said.append(f"its {label} ({k3:,} B) replaced by what {what}, {how}")
     return {
         "temp_bytes": max(prefill, t.decode_bytes),
-        "temp_source": f"prefill: {result.provenance.temp_prefill}, its {MLA_KV_LABEL} ({k3:,} B) replaced by what "
-        f"the MLA layer allocates in vLLM's profile run, {got[1]} (prefill {prefill:,} B); decode: "
-        f"{result.provenance.temp_decode}",
+        "temp_source": f"prefill: {result.provenance.temp_prefill}, {'; and '.join(said)} (prefill {prefill:,} B); "
+        f"decode: {result.provenance.temp_decode}",
     }
+
+
+def _marlin_caches(served, setup: Setup, result: FitResult, *, stack: str, kind: str) -> tuple[int, str] | None:
+    """What a MoE layer's fused_marlin_moe call holds in vLLM's profile-run forward a GPU (engines/vllm/marlin_moe.py),
+    over the command's DP ranks and expert parallelism; None where vLLM does not run that path or it was not read."""
+    from k3plan.engines.vllm.marlin_moe import marlin_forward_caches
+
+    spec = setup.model.spec
+    if spec.moe is None or kind != "gpu":
+        return None
+    hw = setup.hardware
+    return marlin_forward_caches(
+        release=_release(served, stack, kind),
+        vendor=hw.vendor,
+        hardware=hw.name,
+        expert_formats=_expert_formats(setup),
+        expert_parallel=served is not None and served.expert_parallel,
+        tp=setup.parallel.tp,
+        top_k=spec.moe.top_k,
+        hidden=spec.hidden_size,
+        intermediate=spec.moe.expert_intermediate,
+        experts=spec.moe.num_experts,
+        tokens=result.workload.prefill_chunk_tokens,
+        dp=setup.parallel.dp,
+        all2all_backend=(served.stack_options.get("all2all_backend", "") if served is not None else ""),
+        moe_backend=(served.moe_backend or "") if served is not None else "",
+    )
 
 
 def _mla_allocation(served, setup: Setup, result: FitResult, lay, *, stack: str, kind: str) -> tuple[int, str] | None:
