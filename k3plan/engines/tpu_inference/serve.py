@@ -14,8 +14,8 @@ K3), the JAX DeepSeek-V3 model (flax_nnx or auto on DeepSeek-V3 / R1 at tensor_p
 the devices, where it holds vLLM's model code's tensors: JAX_DEEPSEEK_SOURCE), the experts' fp4 requantization at load
 (MOE_REQUANTIZE_WEIGHT_DTYPE=fp4, MOE_REQUANTIZE_BLOCK_SIZE=512: option moe_requantize_weight_dtype=fp4: DeepSeek-V3 /
 R1's fp8 experts and Kimi-K2.6 / K2-Thinking's int4 ones; DeepSeek-V4's fp4 experts are requantized alike whatever the
-variables say), the KV dtype, --gpu-memory-utilization, --max-model-len, --max-num-batched-tokens and --max-num-seqs
-(vLLM's 256 when unset). What changes no memory is listed as ignored (a sharding_strategy tensor_parallelism equal to
+variables say), the KV dtype, --gpu-memory-utilization, --max-model-len, --max-num-batched-tokens (vllm serve's 2,048 when unset) and
+--max-num-seqs (vLLM's 256 when unset). What changes no memory is listed as ignored (a sharding_strategy tensor_parallelism equal to
 --tensor-parallel-size among it); anything else is refused in one line."""
 
 from __future__ import annotations
@@ -94,6 +94,27 @@ DEFAULT_SEQS_SOURCE = (
     "vllm/engine/arg_utils.py EngineArgs.get_batch_defaults (the vllm 0.26.0 / 0.28.0 wheels): device_memory 0 "
     "when get_device_total_memory raises -> OPENAI_API_SERVER max_num_seqs 256; tpu_inference/platforms/"
     f"tpu_platform.py TpuPlatform.get_device_total_memory raises NotImplementedError ({SOURCE})"
+)
+
+# --max-num-batched-tokens unset: the same get_batch_defaults, under tpu-inference. get_device_total_memory raises
+# NotImplementedError inside its try, so device_memory = 0 and device_name = "" (the except): the else branch,
+# {LLM_CLASS: 8192, OPENAI_API_SERVER: 2048}; its TPU branch compares current_platform.get_device_name() with "V6E",
+# "V5E" and "V5P", and TpuPlatform.get_device_name returns f"TPU {chip_type.name}" (or "TPU v6 lite" under Pathways,
+# "TPU" on an error), none of them, so nothing moves. _set_default_max_num_seqs_and_batched_tokens_args then, chunked
+# prefill on (vLLM's default for a generating model, model_config.is_chunked_prefill_supported), caps it at
+# max_num_seqs x max_model_len. vllm serve is UsageContext.OPENAI_API_SERVER: min(2048, max_num_seqs x max_model_len);
+# vLLM's LLM class (examples/offline_inference.py, lm_eval's vllm backend) takes 8192 instead, which k3plan does not
+# read (its command is vllm serve). No file of tpu_inference sets scheduler_config.max_num_batched_tokens (git grep
+# at b8692ff0, 0998d381, f5f1d337). Read in the vllm 0.13.0, 0.14.1, 0.15.1 and 0.16.0 wheels (the same code;
+# 0.17.0 adds a doubling under --performance-mode throughput, 0.20.0 a batched-DP-MoE default under
+# --data-parallel-size > 1, neither of which this reader takes)
+DEFAULT_CHUNK_SERVE = 2048
+DEFAULT_CHUNK_SOURCE = (
+    "vllm/engine/arg_utils.py EngineArgs.get_batch_defaults and _set_default_max_num_seqs_and_batched_tokens_args "
+    "(the vllm 0.13.0-0.16.0 wheels: device_memory 0 when get_device_total_memory raises -> OPENAI_API_SERVER 2048; "
+    "the TPU branch's chip names V6E / V5E / V5P unmatched; chunked prefill: min(max_num_seqs x max_model_len, ...)); "
+    f"tpu_inference/platforms/tpu_platform.py TpuPlatform.get_device_total_memory (raises NotImplementedError) and "
+    f"get_device_name (f'TPU {{chip_type.name}}') ({SOURCE}, 0998d381 and f5f1d337 alike)"
 )
 
 # the environment tpu-inference's command sets (tpu_inference/envs.py, vLLM's envs)
@@ -492,6 +513,28 @@ def _env(r: Reading, expert_ways: int) -> None:
     r.ignored += [f"{k}={env[k]}" for k in listed if k in env]
 
 
+def _default_chunk(r: Reading, seqs: str | None) -> None:
+    """--max-num-batched-tokens unset: vLLM's vllm serve default under tpu-inference (DEFAULT_CHUNK_SOURCE), 2,048
+    capped at max_num_seqs x max_model_len; with chunked prefill turned off the cap path differs and is refused."""
+    off = r.flags.get("--no-enable-chunked-prefill")
+    on = r.flags.get("--enable-chunked-prefill")
+    if off is not None and env_on(off) or on is not None and not env_on(on):
+        raise K3PlanError(
+            "--serve: tpu-inference without --max-num-batched-tokens and with chunked prefill off: vLLM's default "
+            "then follows max_model_len (arg_utils.py _set_default_max_num_seqs_and_batched_tokens_args), not read "
+            "here; give --max-num-batched-tokens"
+        )
+    batch = flag_int("--max-num-seqs", str(seqs)) if seqs is not None else DEFAULT_MAX_NUM_SEQS
+    chunk = DEFAULT_CHUNK_SERVE
+    if r.context is not None:
+        chunk = min(chunk, batch * r.context)
+    r.chunk = chunk
+    r.caveats.append(
+        f"--max-num-batched-tokens unset: {chunk:,}, vLLM's vllm serve default under tpu-inference "
+        f"({DEFAULT_CHUNK_SOURCE}); vLLM's LLM class would take 8,192"
+    )
+
+
 def _tokens(flag: str, value: str) -> int:
     """A token count as vLLM's human_readable_int reads it (serve_values.suffix_int: 2k = 2,000, 2K = 2,048)."""
     try:
@@ -597,15 +640,9 @@ def read(r: Reading) -> None:
         r.context = _tokens("--max-model-len", raw_context)
     chunk, seqs = get("--max-num-batched-tokens", None), get("--max-num-seqs", None)
     if chunk is None:
-        # vLLM's EngineArgs.get_batch_defaults picks a TPU chunk by the chip name the platform reports (V6E / V5E /
-        # V5P), then _set_default_max_num_seqs_and_batched_tokens_args moves it by max_model_len and chunked
-        # prefill: that path was not read for tpu-inference
-        raise K3PlanError(
-            "--serve: tpu-inference without --max-num-batched-tokens: vLLM's default for it on a TPU depends on the "
-            "chip name tpu-inference's platform reports and on chunked prefill, which k3plan has not read; give the "
-            "flag"
-        )
-    r.chunk = _tokens("--max-num-batched-tokens", str(chunk))
+        _default_chunk(r, seqs)
+    else:
+        r.chunk = _tokens("--max-num-batched-tokens", str(chunk))
     refuse_unpriced(get, UNPRICED, "tpu-inference")
     _hf_overrides(r)
     _hf_config(r, get("--hf-config-path", None))
