@@ -193,6 +193,15 @@ REFUSED = {
         DAILY.replace("--max-num-batched-tokens 1024 ", "--no-enable-chunked-prefill "),
         "without --max-num-batched-tokens and with chunked prefill off",
     ),
+    "no DP attention on the K3 bring-up branches": (
+        "TPU_INFERENCE_UNSAFE_MLA_WITHOUT_DP_ATTENTION=1 " + DAILY.replace("true}", "false}"),
+        "a layout k3plan has not priced",
+    ),
+    "the K3 branches' downgrade still needs NEW_MODEL_DESIGN": (
+        "TPU_INFERENCE_UNSAFE_MLA_WITHOUT_DP_ATTENTION=1 "
+        + DAILY.replace("true}", "false}").replace("NEW_MODEL_DESIGN=1 ", ""),
+        "MLA models require both",
+    ),
     "data parallel": (DAILY.replace("--seed 42", "--data-parallel-size 2"), "--data-parallel-size"),
     "block size off the dense-MLA checkpoints": (
         DAILY.replace("--seed 42", "--block-size 256").replace("deepseek-ai/DeepSeek-R1", "moonshotai/Kimi-K3"),

@@ -117,6 +117,27 @@ DEFAULT_CHUNK_SOURCE = (
     f"get_device_name (f'TPU {{chip_type.name}}') ({SOURCE}, 0998d381 and f5f1d337 alike)"
 )
 
+# TPU_INFERENCE_UNSAFE_MLA_WITHOUT_DP_ATTENTION: the K3 bring-up branches' escape hatch (vllm-project/tpu-inference
+# branches cuiq-k3-attempt10 .. 13*: 5d50c950, 20837beb, e65bd14c, 629facb4 tpu_inference/platforms/tpu_platform.py
+# TpuPlatform.check_and_update_config: `unsafe_no_dp_attention = os.environ.get(...) == "1"`; with NEW_MODEL_DESIGN
+# on, the MLA check then logs "[dev-only] Serving an MLA model WITHOUT DP attention" and goes on). Not in main
+# (b8692ff0 raises). The mesh it runs is from_vllm_config's without DP attention (layers/common/sharding.py @e65bd14c:
+# 'model' = tensor_parallelism, 'expert' = expert_parallelism, attn_dp = attn_dp_expert = 1), and on it kimi_k3.py
+# @e65bd14c lays K3 out otherwise than the stack's 811f8e20 rules (one KV pool every device, its KDA split by heads)
+UNSAFE_NO_DP_ATTENTION = "TPU_INFERENCE_UNSAFE_MLA_WITHOUT_DP_ATTENTION"
+UNSAFE_SOURCE = (
+    "vllm-project/tpu-inference@e65bd14c tpu_inference/platforms/tpu_platform.py (the same at 5d50c950 and 20837beb, "
+    "attempt 10)"
+)
+NO_DP_LAYOUT = (
+    "the MLA cache over ShardingAxisName.BATCH = (data, attn_dp, attn_dp_expert), 1 x 1 x 1, so every block whole on "
+    "every device (runner/kv_cache.py create_kv_caches), the MLA projections, the KDA projections and state, the "
+    "shared experts and the dense MLP split by heads / width over ATTN_HEAD = (model, expert, dcp), the routed "
+    "experts P(ATTN_DATA_EXPERT, None, MODEL) over 'expert' x 'model' (models/jax/kimi_k3.py, layers/common/"
+    "kda_attention.py @e65bd14c); the stack's rules (811f8e20) keep the KDA weights whole and its state split by "
+    "sequences only; k3plan prices DP attention (enable_dp_attention true)"
+)
+
 # the environment tpu-inference's command sets (tpu_inference/envs.py, vLLM's envs)
 MODEL_IMPL = "MODEL_IMPL_TYPE"
 REQUANT_DTYPE = "MOE_REQUANTIZE_WEIGHT_DTYPE"
@@ -155,7 +176,8 @@ UNFUSED_MEGABLOCKS = "USE_UNFUSED_MEGABLOCKS"
 #   run_deepseek_v3_1k_8k_random_routing.sh, nightly_benchmarking.sh FORCE_MOE_RANDOM_ROUTING_ENV)
 RANDOM_ROUTING = "FORCE_MOE_RANDOM_ROUTING"
 LISTED_ENV = frozenset({ALL_GATHER_DTYPE, SHARED_STREAM, RANDOM_ROUTING}) | RAY_ENV
-KNOWN_ENV = frozenset({BACKEND_TYPE, MLA_DISABLE, PROFILING_DIR, UNFUSED_MEGABLOCKS}) | LISTED_ENV
+KNOWN_ENV = frozenset({BACKEND_TYPE, MLA_DISABLE, PROFILING_DIR, UNFUSED_MEGABLOCKS, UNSAFE_NO_DP_ATTENTION})
+KNOWN_ENV |= LISTED_ENV
 PRICED_ENV = frozenset({MODEL_IMPL, REQUANT_DTYPE, REQUANT_BLOCK, NEW_MODEL_DESIGN, MLA_DISABLE, BACKEND_TYPE})
 PRICED_ENV |= {PROFILING_DIR, UNFUSED_MEGABLOCKS} | LISTED_ENV
 # the fp8 checkpoints whose experts the fp4 requantization is priced for (fp8_block experts: the runtime format
@@ -312,14 +334,23 @@ def _additional(r: Reading) -> int:
             f"tensor_parallelism and expert_parallelism; the mesh {unread[0]} sets "
             "(ShardingConfigManager.from_vllm_config) is not priced"
         )
-    if strategy.get("enable_dp_attention") is not True or not env_on(r.env.get(NEW_MODEL_DESIGN, "0")):
-        # the engine's own refusal, before any weight loads (every model k3plan bundles is MLA)
+    dp_attention = strategy.get("enable_dp_attention") is True
+    if dp_attention and env_on(r.env.get(NEW_MODEL_DESIGN, "0")):
+        return _expert_axis(r, strategy)
+    if env_on(r.env.get(NEW_MODEL_DESIGN, "0")) and r.env.get(UNSAFE_NO_DP_ATTENTION) == "1":
+        # the K3 bring-up branches' escape hatch: the check warns and the engine runs without DP attention
         raise K3PlanError(
-            "--serve: tpu-inference refuses an MLA model without NEW_MODEL_DESIGN=1 and sharding_strategy "
-            "enable_dp_attention true (ValueError: MLA models require both the NEW_MODEL_DESIGN=1 environment "
-            f"variable to be set and DP attention; {SOURCE} tpu_inference/platforms/tpu_platform.py "
-            "TpuPlatform.check_and_update_config)"
+            f"--serve: {UNSAFE_NO_DP_ATTENTION}=1: the engine runs this MLA model without DP attention (the "
+            f"cuiq-k3-attempt* branches' TpuPlatform.check_and_update_config warns instead of raising: {UNSAFE_SOURCE}), "
+            f"a layout k3plan has not priced: {NO_DP_LAYOUT}"
         )
+    # the engine's own refusal, before any weight loads (every model k3plan bundles is MLA)
+    raise K3PlanError(
+        "--serve: tpu-inference refuses an MLA model without NEW_MODEL_DESIGN=1 and sharding_strategy "
+        "enable_dp_attention true (ValueError: MLA models require both the NEW_MODEL_DESIGN=1 environment "
+        f"variable to be set and DP attention; {SOURCE} tpu_inference/platforms/tpu_platform.py "
+        "TpuPlatform.check_and_update_config)"
+    )
     return _expert_axis(r, strategy)
 
 
