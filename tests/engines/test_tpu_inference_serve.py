@@ -212,6 +212,11 @@ REFUSED = {
         DAILY.replace("deepseek-ai/DeepSeek-R1", "moonshotai/Kimi-K3"),
         "DeepSeek-V3 / R1",
     ),
+    # no sharding key: read as the torch_tpu plugin's, whose refusal names tpu-inference's 2D-mesh layout for it
+    "a TPU command naming no plugin": (
+        "MODEL_IMPL_TYPE=vllm vllm serve moonshotai/Kimi-K2.5 --kv-cache-dtype fp8 --max-model-len 1024 -tp 8",
+        "ShardingAxisName2D",
+    ),
     "tpu-inference variable on the plugin": (
         "TPU_BACKEND_TYPE=jax vllm serve deepseek-ai/DeepSeek-R1 -tp 8 --enable-expert-parallel",
         "read only for tpu-inference's command",

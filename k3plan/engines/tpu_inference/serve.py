@@ -288,6 +288,23 @@ FALLBACK_SOURCE = (
 )
 
 
+# A TPU vllm serve without a "sharding" key names no platform plugin: k3plan reads it as torchtpu-vllm's (routes
+# below), though tpu-inference runs such a command too. Its developers' Kimi-K2.5 run (nohup.out @f5f1d337,
+# tests/engines/cases/tpu-inference-kimi-k2.5-v7x8-tp8-1k-offline) did, on a branch whose TpuPlatform has no MLA
+# check yet: without NEW_MODEL_DESIGN the axis names are ShardingAxisName2D's (layers/common/sharding.py
+# LazyShardingAxisName._initialize), the mesh 'data' 1 x 'model' = --tensor-parallel-size ("Init mesh | mesh=
+# Mesh('data': 1, 'model': 8)"), vLLM's model code tensor-parallel over 'model', the MLA cache's pages over
+# MLP_TENSOR = 'model' (runner/kv_cache.py create_kv_caches), each expert's width over EXPERT = 'model' (GMM_TP: "[MoE]:
+# Using GMM TP kernel"). That layout is not priced; the torchtpu-vllm refusals of such a command say so
+UNROUTED_NOTE = (
+    "(a TPU vllm serve without --additional-config sharding is read as torchtpu-vllm's, nothing in it naming the "
+    "platform plugin; tpu-inference's branches before b8692ff0's MLA check run it on their 2D mesh, 'data' 1 x "
+    "'model' = --tensor-parallel-size: vLLM's attention tensor-parallel, the MLA cache's pages and each expert's "
+    "width over 'model' (vllm-project/tpu-inference@f5f1d337 tpu_inference/layers/common/sharding.py "
+    "ShardingAxisName2D, runner/kv_cache.py create_kv_caches), a layout k3plan has not priced)"
+)
+
+
 def routes(r: Reading) -> bool:
     """Whether this ``vllm serve`` is tpu-inference's: on a TPU, with a "sharding" key in --additional-config
     (malformed JSON there is refused in one line, as vLLM's parser refuses it)."""
