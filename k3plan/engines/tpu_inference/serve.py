@@ -105,13 +105,15 @@ DEFAULT_SEQS_SOURCE = (
 # max_num_seqs x max_model_len. vllm serve is UsageContext.OPENAI_API_SERVER: min(2048, max_num_seqs x max_model_len);
 # vLLM's LLM class (examples/offline_inference.py, lm_eval's vllm backend) takes 8192 instead, which k3plan does not
 # read (its command is vllm serve). No file of tpu_inference sets scheduler_config.max_num_batched_tokens (git grep
-# at b8692ff0, 0998d381, f5f1d337). Read in the vllm 0.13.0, 0.14.1, 0.15.1 and 0.16.0 wheels (the same code;
-# 0.17.0 adds a doubling under --performance-mode throughput, 0.20.0 a batched-DP-MoE default under
-# --data-parallel-size > 1, neither of which this reader takes)
+# at b8692ff0, 0998d381, f5f1d337). Read in the vllm 0.13.0, 0.14.1, 0.15.1 and 0.16.0 wheels (the same code) and
+# in 0.17.0, 0.20.0, 0.26.0, 0.28.0, 0.31.0 and 0.34.0, whose additions leave it: a doubling under --performance-mode
+# throughput (0.17.0) and a batched-DP-MoE default under --data-parallel-size > 1 (0.20.0), neither taken by this
+# reader; a floor for multimodal prefix-LM models (0.26.0: model_type gemma3, paligemma, ..., not Kimi's or
+# DeepSeek's); a >= 160 GiB tier (0.28.0) that device_memory 0 does not reach
 DEFAULT_CHUNK_SERVE = 2048
 DEFAULT_CHUNK_SOURCE = (
     "vllm/engine/arg_utils.py EngineArgs.get_batch_defaults and _set_default_max_num_seqs_and_batched_tokens_args "
-    "(the vllm 0.13.0-0.16.0 wheels: device_memory 0 when get_device_total_memory raises -> OPENAI_API_SERVER 2048; "
+    "(the vllm 0.13.0-0.34.0 wheels: device_memory 0 when get_device_total_memory raises -> OPENAI_API_SERVER 2048; "
     "the TPU branch's chip names V6E / V5E / V5P unmatched; chunked prefill: min(max_num_seqs x max_model_len, ...)); "
     f"tpu_inference/platforms/tpu_platform.py TpuPlatform.get_device_total_memory (raises NotImplementedError) and "
     f"get_device_name (f'TPU {{chip_type.name}}') ({SOURCE}, 0998d381 and f5f1d337 alike)"
