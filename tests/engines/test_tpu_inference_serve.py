@@ -109,6 +109,16 @@ def test_each_priced_setting_moves_its_figure(cli):
     assert chunk.chunk == 2000
 
 
+def test_an_unset_chunk_is_vllm_serves_default_under_tpu_inference():
+    """--max-num-batched-tokens unset: vLLM's OPENAI_API_SERVER default of 2,048 (get_batch_defaults' else branch:
+    TpuPlatform.get_device_total_memory raises, and its device name matches none of the TPU branch's chips), capped at
+    max_num_seqs x max_model_len (serve.py DEFAULT_CHUNK_SOURCE)."""
+    unset = DAILY.replace("--max-num-batched-tokens 1024 ", "")
+    assert parse_serve(unset, platform="tpu").chunk == 2048
+    capped = unset.replace("--max-num-seqs 96", "--max-num-seqs 1").replace("--max-model-len 9216", "--max-model-len 1024")
+    assert parse_serve(capped, platform="tpu").chunk == 1024
+
+
 REFUSED = {
     # the JAX DeepSeek-V3 is read at tensor_parallelism 1 x expert_parallelism = the devices (GMM_EP) only: DAILY's
     # strategy (expert_parallelism unset) runs its GMM_TP experts
@@ -179,9 +189,18 @@ REFUSED = {
     "no dp attention": (DAILY.replace("true}", "false}"), "MLA models require both"),
     "no NEW_MODEL_DESIGN": (DAILY.replace("NEW_MODEL_DESIGN=1 ", ""), "MLA models require both"),
     "MLA off": (DAILY.replace("VLLM_MLA_DISABLE=0", "VLLM_MLA_DISABLE=1"), "without MLA"),
-    "no max-num-batched-tokens": (
-        DAILY.replace("--max-num-batched-tokens 1024 ", ""),
-        "without --max-num-batched-tokens",
+    "no max-num-batched-tokens with chunked prefill off": (
+        DAILY.replace("--max-num-batched-tokens 1024 ", "--no-enable-chunked-prefill "),
+        "without --max-num-batched-tokens and with chunked prefill off",
+    ),
+    "no DP attention on the K3 bring-up branches": (
+        "TPU_INFERENCE_UNSAFE_MLA_WITHOUT_DP_ATTENTION=1 " + DAILY.replace("true}", "false}"),
+        "a layout k3plan has not priced",
+    ),
+    "the K3 branches' downgrade still needs NEW_MODEL_DESIGN": (
+        "TPU_INFERENCE_UNSAFE_MLA_WITHOUT_DP_ATTENTION=1 "
+        + DAILY.replace("true}", "false}").replace("NEW_MODEL_DESIGN=1 ", ""),
+        "MLA models require both",
     ),
     "data parallel": (DAILY.replace("--seed 42", "--data-parallel-size 2"), "--data-parallel-size"),
     "block size off the dense-MLA checkpoints": (
@@ -192,6 +211,11 @@ REFUSED = {
     "fp4 on a model without fp8 experts": (
         DAILY.replace("deepseek-ai/DeepSeek-R1", "moonshotai/Kimi-K3"),
         "DeepSeek-V3 / R1",
+    ),
+    # no sharding key: read as the torch_tpu plugin's, whose refusal names tpu-inference's 2D-mesh layout for it
+    "a TPU command naming no plugin": (
+        "MODEL_IMPL_TYPE=vllm vllm serve moonshotai/Kimi-K2.5 --kv-cache-dtype fp8 --max-model-len 1024 -tp 8",
+        "ShardingAxisName2D",
     ),
     "tpu-inference variable on the plugin": (
         "TPU_BACKEND_TYPE=jax vllm serve deepseek-ai/DeepSeek-R1 -tp 8 --enable-expert-parallel",

@@ -14,8 +14,8 @@ K3), the JAX DeepSeek-V3 model (flax_nnx or auto on DeepSeek-V3 / R1 at tensor_p
 the devices, where it holds vLLM's model code's tensors: JAX_DEEPSEEK_SOURCE), the experts' fp4 requantization at load
 (MOE_REQUANTIZE_WEIGHT_DTYPE=fp4, MOE_REQUANTIZE_BLOCK_SIZE=512: option moe_requantize_weight_dtype=fp4: DeepSeek-V3 /
 R1's fp8 experts and Kimi-K2.6 / K2-Thinking's int4 ones; DeepSeek-V4's fp4 experts are requantized alike whatever the
-variables say), the KV dtype, --gpu-memory-utilization, --max-model-len, --max-num-batched-tokens and --max-num-seqs
-(vLLM's 256 when unset). What changes no memory is listed as ignored (a sharding_strategy tensor_parallelism equal to
+variables say), the KV dtype, --gpu-memory-utilization, --max-model-len, --max-num-batched-tokens (vllm serve's 2,048 when unset) and
+--max-num-seqs (vLLM's 256 when unset). What changes no memory is listed as ignored (a sharding_strategy tensor_parallelism equal to
 --tensor-parallel-size among it); anything else is refused in one line."""
 
 from __future__ import annotations
@@ -96,6 +96,50 @@ DEFAULT_SEQS_SOURCE = (
     f"tpu_platform.py TpuPlatform.get_device_total_memory raises NotImplementedError ({SOURCE})"
 )
 
+# --max-num-batched-tokens unset: the same get_batch_defaults, under tpu-inference. get_device_total_memory raises
+# NotImplementedError inside its try, so device_memory = 0 and device_name = "" (the except): the else branch,
+# {LLM_CLASS: 8192, OPENAI_API_SERVER: 2048}; its TPU branch compares current_platform.get_device_name() with "V6E",
+# "V5E" and "V5P", and TpuPlatform.get_device_name returns f"TPU {chip_type.name}" (or "TPU v6 lite" under Pathways,
+# "TPU" on an error), none of them, so nothing moves. _set_default_max_num_seqs_and_batched_tokens_args then, chunked
+# prefill on (vLLM's default for a generating model, model_config.is_chunked_prefill_supported), caps it at
+# max_num_seqs x max_model_len. vllm serve is UsageContext.OPENAI_API_SERVER: min(2048, max_num_seqs x max_model_len);
+# vLLM's LLM class (examples/offline_inference.py, lm_eval's vllm backend) takes 8192 instead, which k3plan does not
+# read (its command is vllm serve). No file of tpu_inference sets scheduler_config.max_num_batched_tokens (git grep
+# at b8692ff0, 0998d381, f5f1d337). Read in the vllm 0.13.0, 0.14.1, 0.15.1 and 0.16.0 wheels (the same code) and
+# in 0.17.0, 0.20.0, 0.26.0, 0.28.0, 0.31.0 and 0.34.0, whose additions leave it: a doubling under --performance-mode
+# throughput (0.17.0) and a batched-DP-MoE default under --data-parallel-size > 1 (0.20.0), neither taken by this
+# reader; a floor for multimodal prefix-LM models (0.26.0: model_type gemma3, paligemma, ..., not Kimi's or
+# DeepSeek's); a >= 160 GiB tier (0.28.0) that device_memory 0 does not reach
+DEFAULT_CHUNK_SERVE = 2048
+DEFAULT_CHUNK_SOURCE = (
+    "vllm/engine/arg_utils.py EngineArgs.get_batch_defaults and _set_default_max_num_seqs_and_batched_tokens_args "
+    "(the vllm 0.13.0-0.34.0 wheels: device_memory 0 when get_device_total_memory raises -> OPENAI_API_SERVER 2048; "
+    "the TPU branch's chip names V6E / V5E / V5P unmatched; chunked prefill: min(max_num_seqs x max_model_len, ...)); "
+    f"tpu_inference/platforms/tpu_platform.py TpuPlatform.get_device_total_memory (raises NotImplementedError) and "
+    f"get_device_name (f'TPU {{chip_type.name}}') ({SOURCE}, 0998d381 and f5f1d337 alike)"
+)
+
+# TPU_INFERENCE_UNSAFE_MLA_WITHOUT_DP_ATTENTION: the K3 bring-up branches' escape hatch (vllm-project/tpu-inference
+# branches cuiq-k3-attempt10 .. 13*: 5d50c950, 20837beb, e65bd14c, 629facb4 tpu_inference/platforms/tpu_platform.py
+# TpuPlatform.check_and_update_config: `unsafe_no_dp_attention = os.environ.get(...) == "1"`; with NEW_MODEL_DESIGN
+# on, the MLA check then logs "[dev-only] Serving an MLA model WITHOUT DP attention" and goes on). Not in main
+# (b8692ff0 raises). The mesh it runs is from_vllm_config's without DP attention (layers/common/sharding.py @e65bd14c:
+# 'model' = tensor_parallelism, 'expert' = expert_parallelism, attn_dp = attn_dp_expert = 1), and on it kimi_k3.py
+# @e65bd14c lays K3 out otherwise than the stack's 811f8e20 rules (one KV pool every device, its KDA split by heads)
+UNSAFE_NO_DP_ATTENTION = "TPU_INFERENCE_UNSAFE_MLA_WITHOUT_DP_ATTENTION"
+UNSAFE_SOURCE = (
+    "vllm-project/tpu-inference@e65bd14c tpu_inference/platforms/tpu_platform.py (the same at 5d50c950 and 20837beb, "
+    "attempt 10)"
+)
+NO_DP_LAYOUT = (
+    "the MLA cache over ShardingAxisName.BATCH = (data, attn_dp, attn_dp_expert), 1 x 1 x 1, so every block whole on "
+    "every device (runner/kv_cache.py create_kv_caches), the MLA projections, the KDA projections and state, the "
+    "shared experts and the dense MLP split by heads / width over ATTN_HEAD = (model, expert, dcp), the routed "
+    "experts P(ATTN_DATA_EXPERT, None, MODEL) over 'expert' x 'model' (models/jax/kimi_k3.py, layers/common/"
+    "kda_attention.py @e65bd14c); the stack's rules (811f8e20) keep the KDA weights whole and its state split by "
+    "sequences only; k3plan prices DP attention (enable_dp_attention true)"
+)
+
 # the environment tpu-inference's command sets (tpu_inference/envs.py, vLLM's envs)
 MODEL_IMPL = "MODEL_IMPL_TYPE"
 REQUANT_DTYPE = "MOE_REQUANTIZE_WEIGHT_DTYPE"
@@ -134,7 +178,8 @@ UNFUSED_MEGABLOCKS = "USE_UNFUSED_MEGABLOCKS"
 #   run_deepseek_v3_1k_8k_random_routing.sh, nightly_benchmarking.sh FORCE_MOE_RANDOM_ROUTING_ENV)
 RANDOM_ROUTING = "FORCE_MOE_RANDOM_ROUTING"
 LISTED_ENV = frozenset({ALL_GATHER_DTYPE, SHARED_STREAM, RANDOM_ROUTING}) | RAY_ENV
-KNOWN_ENV = frozenset({BACKEND_TYPE, MLA_DISABLE, PROFILING_DIR, UNFUSED_MEGABLOCKS}) | LISTED_ENV
+KNOWN_ENV = frozenset({BACKEND_TYPE, MLA_DISABLE, PROFILING_DIR, UNFUSED_MEGABLOCKS, UNSAFE_NO_DP_ATTENTION})
+KNOWN_ENV |= LISTED_ENV
 PRICED_ENV = frozenset({MODEL_IMPL, REQUANT_DTYPE, REQUANT_BLOCK, NEW_MODEL_DESIGN, MLA_DISABLE, BACKEND_TYPE})
 PRICED_ENV |= {PROFILING_DIR, UNFUSED_MEGABLOCKS} | LISTED_ENV
 # the fp8 checkpoints whose experts the fp4 requantization is priced for (fp8_block experts: the runtime format
@@ -245,6 +290,23 @@ FALLBACK_SOURCE = (
 )
 
 
+# A TPU vllm serve without a "sharding" key names no platform plugin: k3plan reads it as torchtpu-vllm's (routes
+# below), though tpu-inference runs such a command too. Its developers' Kimi-K2.5 run (nohup.out @f5f1d337,
+# tests/engines/cases/tpu-inference-kimi-k2.5-v7x8-tp8-1k-offline) did, on a branch whose TpuPlatform has no MLA
+# check yet: without NEW_MODEL_DESIGN the axis names are ShardingAxisName2D's (layers/common/sharding.py
+# LazyShardingAxisName._initialize), the mesh 'data' 1 x 'model' = --tensor-parallel-size ("Init mesh | mesh=
+# Mesh('data': 1, 'model': 8)"), vLLM's model code tensor-parallel over 'model', the MLA cache's pages over
+# MLP_TENSOR = 'model' (runner/kv_cache.py create_kv_caches), each expert's width over EXPERT = 'model' (GMM_TP: "[MoE]:
+# Using GMM TP kernel"). That layout is not priced; the torchtpu-vllm refusals of such a command say so
+UNROUTED_NOTE = (
+    "(a TPU vllm serve without --additional-config sharding is read as torchtpu-vllm's, nothing in it naming the "
+    "platform plugin; tpu-inference's branches before b8692ff0's MLA check run it on their 2D mesh, 'data' 1 x "
+    "'model' = --tensor-parallel-size: vLLM's attention tensor-parallel, the MLA cache's pages and each expert's "
+    "width over 'model' (vllm-project/tpu-inference@f5f1d337 tpu_inference/layers/common/sharding.py "
+    "ShardingAxisName2D, runner/kv_cache.py create_kv_caches), a layout k3plan has not priced)"
+)
+
+
 def routes(r: Reading) -> bool:
     """Whether this ``vllm serve`` is tpu-inference's: on a TPU, with a "sharding" key in --additional-config
     (malformed JSON there is refused in one line, as vLLM's parser refuses it)."""
@@ -291,14 +353,23 @@ def _additional(r: Reading) -> int:
             f"tensor_parallelism and expert_parallelism; the mesh {unread[0]} sets "
             "(ShardingConfigManager.from_vllm_config) is not priced"
         )
-    if strategy.get("enable_dp_attention") is not True or not env_on(r.env.get(NEW_MODEL_DESIGN, "0")):
-        # the engine's own refusal, before any weight loads (every model k3plan bundles is MLA)
+    dp_attention = strategy.get("enable_dp_attention") is True
+    if dp_attention and env_on(r.env.get(NEW_MODEL_DESIGN, "0")):
+        return _expert_axis(r, strategy)
+    if env_on(r.env.get(NEW_MODEL_DESIGN, "0")) and r.env.get(UNSAFE_NO_DP_ATTENTION) == "1":
+        # the K3 bring-up branches' escape hatch: the check warns and the engine runs without DP attention
         raise K3PlanError(
-            "--serve: tpu-inference refuses an MLA model without NEW_MODEL_DESIGN=1 and sharding_strategy "
-            "enable_dp_attention true (ValueError: MLA models require both the NEW_MODEL_DESIGN=1 environment "
-            f"variable to be set and DP attention; {SOURCE} tpu_inference/platforms/tpu_platform.py "
-            "TpuPlatform.check_and_update_config)"
+            f"--serve: {UNSAFE_NO_DP_ATTENTION}=1: the engine runs this MLA model without DP attention (the "
+            f"cuiq-k3-attempt* branches' TpuPlatform.check_and_update_config warns instead of raising: {UNSAFE_SOURCE}), "
+            f"a layout k3plan has not priced: {NO_DP_LAYOUT}"
         )
+    # the engine's own refusal, before any weight loads (every model k3plan bundles is MLA)
+    raise K3PlanError(
+        "--serve: tpu-inference refuses an MLA model without NEW_MODEL_DESIGN=1 and sharding_strategy "
+        "enable_dp_attention true (ValueError: MLA models require both the NEW_MODEL_DESIGN=1 environment "
+        f"variable to be set and DP attention; {SOURCE} tpu_inference/platforms/tpu_platform.py "
+        "TpuPlatform.check_and_update_config)"
+    )
     return _expert_axis(r, strategy)
 
 
@@ -492,6 +563,28 @@ def _env(r: Reading, expert_ways: int) -> None:
     r.ignored += [f"{k}={env[k]}" for k in listed if k in env]
 
 
+def _default_chunk(r: Reading, seqs: str | None) -> None:
+    """--max-num-batched-tokens unset: vLLM's vllm serve default under tpu-inference (DEFAULT_CHUNK_SOURCE), 2,048
+    capped at max_num_seqs x max_model_len; with chunked prefill turned off the cap path differs and is refused."""
+    off = r.flags.get("--no-enable-chunked-prefill")
+    on = r.flags.get("--enable-chunked-prefill")
+    if off is not None and env_on(off) or on is not None and not env_on(on):
+        raise K3PlanError(
+            "--serve: tpu-inference without --max-num-batched-tokens and with chunked prefill off: vLLM's default "
+            "then follows max_model_len (arg_utils.py _set_default_max_num_seqs_and_batched_tokens_args), not read "
+            "here; give --max-num-batched-tokens"
+        )
+    batch = flag_int("--max-num-seqs", str(seqs)) if seqs is not None else DEFAULT_MAX_NUM_SEQS
+    chunk = DEFAULT_CHUNK_SERVE
+    if r.context is not None:
+        chunk = min(chunk, batch * r.context)
+    r.chunk = chunk
+    r.caveats.append(
+        f"--max-num-batched-tokens unset: {chunk:,}, vLLM's vllm serve default under tpu-inference "
+        f"({DEFAULT_CHUNK_SOURCE}); vLLM's LLM class would take 8,192"
+    )
+
+
 def _tokens(flag: str, value: str) -> int:
     """A token count as vLLM's human_readable_int reads it (serve_values.suffix_int: 2k = 2,000, 2K = 2,048)."""
     try:
@@ -597,15 +690,9 @@ def read(r: Reading) -> None:
         r.context = _tokens("--max-model-len", raw_context)
     chunk, seqs = get("--max-num-batched-tokens", None), get("--max-num-seqs", None)
     if chunk is None:
-        # vLLM's EngineArgs.get_batch_defaults picks a TPU chunk by the chip name the platform reports (V6E / V5E /
-        # V5P), then _set_default_max_num_seqs_and_batched_tokens_args moves it by max_model_len and chunked
-        # prefill: that path was not read for tpu-inference
-        raise K3PlanError(
-            "--serve: tpu-inference without --max-num-batched-tokens: vLLM's default for it on a TPU depends on the "
-            "chip name tpu-inference's platform reports and on chunked prefill, which k3plan has not read; give the "
-            "flag"
-        )
-    r.chunk = _tokens("--max-num-batched-tokens", str(chunk))
+        _default_chunk(r, seqs)
+    else:
+        r.chunk = _tokens("--max-num-batched-tokens", str(chunk))
     refuse_unpriced(get, UNPRICED, "tpu-inference")
     _hf_overrides(r)
     _hf_config(r, get("--hf-config-path", None))

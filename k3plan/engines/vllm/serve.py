@@ -935,7 +935,8 @@ def read(r: Reading) -> None:
     if ep_flag is None and r.platform == "tpu":
         raise K3PlanError(
             "--serve: vllm serve on a TPU without --enable-expert-parallel: the plugin's expert placement without "
-            "EP was not read (its K3 CI always passes it); add --enable-expert-parallel"
+            f"EP was not read (its K3 CI always passes it); add --enable-expert-parallel "
+            f"{tpu_inference_serve.UNROUTED_NOTE}"
         )
     # without EP vLLM splits each expert's intermediate over the TP x DP ranks: the same bytes a device as EP over
     # them, which k3plan prices, plus the model code's per-shard padding (engines.vllm.moe_padding.MOE_SHARD_RULES)
