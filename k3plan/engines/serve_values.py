@@ -198,6 +198,10 @@ class Reading:
     # SGLang's --enable-symm-mem pool a GPU and its source (engines/sglang/serve.py symm_mem); 0: none
     symm_mem_bytes: int = 0
     symm_mem_source: str = ""
+    # SGLang's MegaMoE buffer's tokens a rank and FP4 dispatch where it is priced (engines/sglang/serve.py mega_moe);
+    # 0: none priced
+    mega_moe_cap: int = 0
+    mega_moe_fp4_acts: bool = False
     # environment variables the family's reader priced (not listed as ignored, k3plan.engines.serve.IGNORED_ENV)
     env_read: set[str] = field(default_factory=set)
 
