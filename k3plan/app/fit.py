@@ -808,6 +808,8 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
             # --enable-symm-mem's pool, out of the 1 - fraction share (engines/sglang/serve.py symm_mem)
             symm_mem_bytes=served.symm_mem_bytes,
             symm_mem_source=served.symm_mem_source,
+            # --moe-a2a-backend megamoe's buffer, after the pool out of the same share (engines/sglang/mega_moe.py)
+            mega_moe=_sglang_mega_moe(served, setup),
             # DeepSeek-V4's shared expert split over the whole TP group into partial fp8 blocks: refused while the
             # model is built (engines/sglang/fp8_block.py); --tp-size is the attention TP x DP under DP attention,
             # where the command's reading says SGLang splits it so (engines/sglang/serve.py mlp_whole_tp: whole
@@ -1061,6 +1063,25 @@ def _mega_moe(served, setup: Setup, result: FitResult, *, vendor: str) -> tuple[
         hidden=spec.hidden_size,
         intermediate=spec.moe.expert_intermediate,
         max_num_batched_tokens=result.workload.prefill_chunk_tokens,
+    )
+
+
+def _sglang_mega_moe(served, setup: Setup) -> tuple[int, str] | None:
+    """SGLang's MegaMoE buffer a GPU where the command's reading prices it (engines/sglang/serve.py mega_moe), over the
+    EP group the TP group (x the DP-attention groups) spans; None elsewhere."""
+    from k3plan.engines.sglang.mega_moe import sglang_mega_moe
+
+    spec = setup.model.spec
+    if served is None or not served.mega_moe_cap or spec.moe is None:
+        return None
+    return sglang_mega_moe(
+        cap=served.mega_moe_cap,
+        fp4_acts=served.mega_moe_fp4_acts,
+        ranks=setup.parallel.tp * setup.parallel.dp,
+        experts=spec.moe.num_experts,
+        top_k=spec.moe.top_k,
+        hidden=spec.hidden_size,
+        intermediate=spec.moe.expert_intermediate,
     )
 
 

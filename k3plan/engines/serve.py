@@ -352,9 +352,8 @@ IGNORED = {
 }
 # environment variables that change what the engine holds in a way k3plan does not price: refused with what they do
 UNPRICED_ENV = {
-    # SGLang's MegaMoE all-to-all: the tokens a rank its buffers are sized for (InferenceX's V4 B300 SGLang
-    # nightlies at high concurrency, dsv4_fp4_b300_sglang.sh @843c6254)
-    "SGLANG_OPT_DEEPGEMM_MEGA_MOE_NUM_MAX_TOKENS_PER_RANK": "the MegaMoE buffers' token capacity a rank (their size)",
+    # (SGLang's MegaMoE variables, SGLANG_OPT_DEEPGEMM_MEGA_MOE_NUM_MAX_TOKENS_PER_RANK and its FP4 / memory switches,
+    # are read by engines/sglang/serve.py mega_moe: priced where read, refused elsewhere)
     # InferenceX's multi-node recipes (@843c6254 benchmarks/multi_node/srt-slurm-recipes/vllm/deepseek-v4/)
     "NVSHMEM_SYMMETRIC_SIZE": "NVSHMEM's symmetric heap a GPU (the DeepEP / MegaMoE buffers' memory)",
     "VLLM_MAX_TOKENS_PER_EXPERT_FP4_MOE": "the FP4 MoE workspace's tokens an expert (its size)",
@@ -715,17 +714,13 @@ CAVEAT_ENV = {
     "VLLM_DSV4_MEGA_FP8_COMBINE": (
         "DeepGEMM MegaMoE's combine in FP8: MegaMoE's communication buffers are not priced, with or without it"
     ),
-    "SGLANG_OPT_DEEPGEMM_MEGA_MOE_USE_FP4_ACTS": (
-        "DeepGEMM MegaMoE's dispatch in FP4: MegaMoE's communication buffers are not priced, with or without it"
-    ),
     "SGLANG_OPT_DEEPGEMM_MEGA_MOE_USE_MXF4_KIND": (
-        "DeepGEMM MegaMoE's MXF4 kernel kind: MegaMoE's buffers are not priced, with or without it"
-    ),
-    "SGLANG_OPT_FIX_MEGA_MOE_MEMORY": (
-        "SGLang's MegaMoE memory fix: MegaMoE's buffers are not priced, with or without it"
+        "DeepGEMM MegaMoE's MXF4 kernel kind (DG_USE_MXF4_KIND): the buffer's size does not read it (engines/sglang/"
+        "mega_moe.py), the kernels' other memory with it was not read"
     ),
     "SGLANG_OPT_FIX_NEXTN_MEGA_MOE": (
-        "MegaMoE in the MTP (NextN) layer: its buffers are not priced, with or without it"
+        "MegaMoE in the MTP (NextN) layer (the 0.5.15 wheel does not read it): the draft layer's MoE memory with it "
+        "was not read"
     ),
     "SGLANG_SHARED_EXPERT_TP1": (
         "the shared expert held whole on every rank (TP 1): k3plan holds it as its SGLang stack splits it (TP-split "
@@ -867,6 +862,10 @@ class ServeQuestion:
     # (engines/sglang/serve.py symm_mem; the start check: engines/sglang/memory.py sglang_kv_pool); 0: none
     symm_mem_bytes: int = 0
     symm_mem_source: str = ""
+    # SGLang's MegaMoE buffer: the tokens a rank it is sized for and FP4 dispatch, where priced (engines/sglang/serve.py
+    # mega_moe; sized in app/fit.py where the model is known: engines/sglang/mega_moe.py); 0: none priced
+    mega_moe_cap: int = 0
+    mega_moe_fp4_acts: bool = False
     # vLLM's --decode-context-parallel-size, SGLang's --dcp-size: each rank of the group holds 1/dcp of a request's
     # attention KV (the start check prices it: engines/vllm/memory.py vllm_kv_pool, engines/sglang/memory.py
     # sglang_kv_pool); 1: none
@@ -1195,6 +1194,8 @@ def parse_serve(
         mamba_full_memory_ratio=r.mamba_ratio,
         symm_mem_bytes=r.symm_mem_bytes,
         symm_mem_source=r.symm_mem_source,
+        mega_moe_cap=r.mega_moe_cap,
+        mega_moe_fp4_acts=r.mega_moe_fp4_acts,
         dcp=r.dcp,
         lm_head_whole_tp=r.lm_head_whole_tp,
         shared_expert_whole=r.shared_expert_whole,

@@ -198,6 +198,10 @@ class Reading:
     # SGLang's --enable-symm-mem pool a GPU and its source (engines/sglang/serve.py symm_mem); 0: none
     symm_mem_bytes: int = 0
     symm_mem_source: str = ""
+    # SGLang's MegaMoE buffer's tokens a rank and FP4 dispatch where it is priced (engines/sglang/serve.py mega_moe);
+    # 0: none priced
+    mega_moe_cap: int = 0
+    mega_moe_fp4_acts: bool = False
     # environment variables the family's reader priced (not listed as ignored, k3plan.engines.serve.IGNORED_ENV)
     env_read: set[str] = field(default_factory=set)
 
@@ -333,8 +337,9 @@ def fp4_storage(model: str) -> str | None:
 # kv_cache_quant_algo "FP8" -> float8_e4m3fn)
 CHECKPOINT_KV_SOURCE = (
     "the checkpoint's kv_cache_quant_algo FP8 (vllm 0.14.0 and 0.31.0 wheels, vllm/utils/torch_utils.py "
-    "resolve_kv_cache_dtype_string from EngineArgs.create_engine_config, from 0.14.0; sglang 0.5.15 wheel, "
-    "sglang/srt/model_executor/model_runner.py ModelRunner.configure_kv_cache_dtype)"
+    "resolve_kv_cache_dtype_string from EngineArgs.create_engine_config, from 0.14.0; sglang from 0.5.3: the 0.5.15 "
+    "wheel's sglang/srt/model_executor/model_runner.py ModelRunner.configure_kv_cache_dtype, engines/sglang/releases.py "
+    "CHECKPOINT_KV_AT)"
 )
 
 

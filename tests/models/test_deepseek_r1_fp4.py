@@ -263,3 +263,29 @@ def test_vllm_resolves_kv_auto_from_the_checkpoint_from_0140(release, got):
     at = tuple(int(x) for x in release.split("."))
     setup = make_setup(model=NAME, hardware="nvidia-b200", topology="8", tp=8, stack="vllm", engine_release=at)
     assert setup.stack.kv_cache.dtype == (got or "bf16")
+
+
+@pytest.mark.parametrize(
+    ("release", "got"), [("0.5.1", None), ("0.5.2", None), ("0.5.3", "fp8"), ("0.5.15", "fp8"), ("0.5.23", "fp8")]
+)
+@pytest.mark.parametrize("dp", [False, True])
+def test_sglang_resolves_kv_auto_from_the_checkpoint_from_053(release, got, dp):
+    """SGLang resolves --kv-cache-dtype auto from a ModelOpt kv_cache_quant_algo from 0.5.3 (the 0.5.3 wheel's
+    ModelRunner.init_memory_pool reads self.model.quant_config.kv_cache_quant_algo; the 0.5.1 and 0.5.2 wheels' keep
+    the model's dtype: engines/sglang/releases.py CHECKPOINT_KV_AT), on its plain and DP-attention stacks alike."""
+    at = tuple(int(x) for x in release.split("."))
+    q = parse_serve(
+        "sglang serve --model-path nvidia/DeepSeek-R1-0528-FP4-V2 --tp 8"
+        + (" --dp 8 --enable-dp-attention" if dp else ""),
+        platform="gpu",
+        device_gib=179.0,
+        device_name="nvidia-b200",
+        release=at,
+    )
+    assert q.stack.split(":")[0] == ("dp-attention" if dp else "sglang")
+    assert q.kv_dtype == got
+    from k3plan.setup import make_setup
+
+    stack = "dp-attention" if dp else "sglang"
+    setup = make_setup(model=NAME, hardware="nvidia-b200", topology="8", tp=8, stack=stack, engine_release=at)
+    assert setup.stack.kv_cache.dtype == (got or "bf16")

@@ -19,6 +19,8 @@ from k3plan.engines.sglang.releases import (
     BY_RELEASE,
     BY_RELEASE_MODELS,
     BY_RELEASE_RULES,
+    CHECKPOINT_KV_AT,
+    CHECKPOINT_KV_FROM,
     DEEPEP_RESERVE_FROM,
     NEWEST_RELEASE,
 )
@@ -49,5 +51,6 @@ ENGINE = Engine(
     # on a GPU SGLang's DP attention: SGLang's FP4 loaders (engines/fp4_paths.py)
     fp4_storage_held=frozenset({"nvfp4", "quark_mxfp4"}),
     # on a GPU SGLang's DP attention: its KV dtype resolution (engines/serve_values.py CHECKPOINT_KV_SOURCE)
-    checkpoint_kv_auto="sglang 0.5.15 wheel, sglang/srt/model_executor/model_runner.py ModelRunner.configure_kv_cache_dtype",
+    checkpoint_kv_auto=CHECKPOINT_KV_AT,
+    checkpoint_kv_auto_from=CHECKPOINT_KV_FROM,  # 0.5.1-0.5.2 keep the model's dtype (engines/sglang/releases.py)
 )

@@ -188,6 +188,7 @@ def sglang_kv_pool(
     multimodal: bool = False,
     symm_mem_bytes: int = 0,
     symm_mem_source: str = "",
+    mega_moe: tuple[int, str] | None = None,
     hardware: str = "",
     build_refusal: tuple[str, str] | None = None,
 ) -> EngineSizing:
@@ -210,7 +211,9 @@ def sglang_kv_pool(
     vision tower). ``symm_mem_bytes``: --enable-symm-mem's pool a GPU (engines/sglang/serve.py symm_mem), allocated
     after the KV pool and the CUDA graphs: the pool is sized as without it, and SGLang fails at start where the
     1 - mem_fraction_static share it comes out of is smaller (SGLANG_SYMM_OOM_AT; the graphs and activations share
-    it, so the check is a floor). ``build_refusal``: the error SGLang raises while it builds the model (engines/sglang/
+    it, so the check is a floor). ``mega_moe``: --moe-a2a-backend megamoe's symmetric buffer a GPU and its source
+    (engines/sglang/mega_moe.py sglang_mega_moe), made on the first forward after the pool is sized: out of the same
+    share, checked with the symmetric-memory pool. ``build_refusal``: the error SGLang raises while it builds the model (engines/sglang/
     fp8_block.py), met before any memory is measured: the verdict when given."""
     unpriced = SGLANG_UNPRICED
     if hardware in FREE_BEFORE_LOAD:  # what SGLang counts from, where a log of this GPU gives it
@@ -338,15 +341,27 @@ def sglang_kv_pool(
     # --enable-symm-mem's pool, preallocated once the KV pool is sized and the graphs captured: out of what the
     # static fraction leaves (SGLang measures that share from the free memory before loading, <= visible_bytes)
     slack = visible_bytes - int(mem_fraction_static * visible_bytes)
+    mega_bytes, mega_source = mega_moe if mega_moe is not None else (0, "")
     failures.append(
         (
-            symm_mem_bytes > slack,
+            mega_bytes > slack,
+            f"torch.OutOfMemoryError: CUDA out of memory allocating the MegaMoE symmetric buffer: "
+            f"{mega_bytes / GiB:.2f} GiB a device of the {slack / GiB:.2f} GiB 1 - mem_fraction_static "
+            f"({mem_fraction_static}) leaves beside the KV pool",
+            "the first forward after the KV pool (engines/sglang/mega_moe.py MEGA_MOE_SOURCE)",
+        )
+    )
+    failures.append(
+        (
+            mega_bytes + symm_mem_bytes > slack,
             f"torch.OutOfMemoryError: CUDA out of memory pre-allocating the symmetric memory pool: "
             f"{symm_mem_bytes / GiB:.2f} GiB a device of the {slack / GiB:.2f} GiB 1 - mem_fraction_static "
-            f"({mem_fraction_static}) leaves beside the KV pool",
+            f"({mem_fraction_static}) leaves beside the KV pool"
+            + (f" and the {mega_bytes / GiB:.2f} GiB MegaMoE buffer" if mega_bytes else ""),
             SGLANG_SYMM_OOM_AT,
         )
     )
+    post_pool = symm_mem_bytes + mega_bytes
     if dsv4 is not None and dsv4.window and dsv4.swa_ratio > 0 and follows(release, SWA_FLOOR_FROM):
         # DeepSeek-V4's sliding-window pool in ratio mode, checked as its sizes are computed (SWA_FLOOR_SOURCE): before
         # MemoryPoolConfig's check of the full tokens
@@ -413,11 +428,12 @@ def sglang_kv_pool(
         # --enable-symm-mem's pool: NCCL's symmetric memory, outside torch's allocator (engines/sglang/serve.py)
         non_torch_bytes=(
             Figure(
-                symm_mem_bytes,
-                f"{symm_mem_source}, in the 1 - mem_fraction_static share ({slack:,} B) beside the activations and CUDA "
-                "graphs (not priced): the pool is sized before it",
+                post_pool,
+                "; ".join(x for x in (symm_mem_source if symm_mem_bytes else "", mega_source) if x)
+                + f", in the 1 - mem_fraction_static share ({slack:,} B) beside the activations and CUDA graphs (not "
+                "priced): the pool is sized before " + ("them" if symm_mem_bytes and mega_bytes else "it"),
             )
-            if symm_mem_bytes
+            if post_pool
             else Figure(0, "not found: no cited non-torch figure for this GPU; 0 assumed")
         ),
         starts=starts,
@@ -425,7 +441,7 @@ def sglang_kv_pool(
         raised_at=raised_at,
         layout="full-token" if dsv4 is not None else "",
         unpriced=unpriced + (SGLANG_SYMM_UNPRICED if symm_mem_bytes else ""),
-        check_margin_bytes=(max(min(margin, slack - symm_mem_bytes) if symm_mem_bytes else margin, 0) if starts else 0),
+        check_margin_bytes=(max(min(margin, slack - post_pool) if post_pool else margin, 0) if starts else 0),
     )
 
 

@@ -55,6 +55,19 @@ GRAPH_CAP_SOURCE = (
     "reserve_for_graph_mb); the same in the 0.5.23 wheel, not in 0.5.21's"
 )
 
+# --kv-cache-dtype auto resolved from the checkpoint's quantization config: where the model's quant_config carries
+# kv_cache_quant_algo 'FP8' (ModelOptFp4Config keeps the checkpoint's, the NVFP4 checkpoints' config) the runner takes
+# float8_e4m3fn, else the model's dtype. First in the 0.5.3 wheel; the 0.5.1 and 0.5.2 wheels' init_memory_pool keeps
+# self.dtype for auto (their ModelOptFp4Config already holds the field, unread); 0.5.0 was not read (no final 0.5.0 on
+# PyPI), 0.4.10's model_runner.py has no kv_cache_quant_algo
+CHECKPOINT_KV_FROM: Release = (0, 5, 3)
+CHECKPOINT_KV_AT = (
+    "sglang 0.5.3-0.5.6 wheels (PyPI), sglang/srt/model_executor/model_runner.py ModelRunner.init_memory_pool, 0.5.7-"
+    "0.5.15 ModelRunner.configure_kv_cache_dtype, 0.5.16-0.5.23 sglang/srt/mem_cache/kv_cache_dtype.py "
+    "configure_kv_cache_dtype (kv_cache_dtype auto -> float8_e4m3fn where getattr(self.model.quant_config, "
+    "'kv_cache_quant_algo') is 'FP8'); the 0.5.1 and 0.5.2 wheels' init_memory_pool keeps self.dtype"
+)
+
 # DeepEP's all-to-all buffers in the derived mem_fraction_static (2 GiB on top of the floor where the decode graphs
 # are captured and --moe-a2a-backend is deepep): from 0.5.15; 0.5.3-0.5.14 reserve nothing for them (0.5.14's
 # _handle_gpu_memory_settings ends at the floor: read in that wheel, where k3plan had put the term's first release)

@@ -25,6 +25,15 @@ from k3plan.engines.sglang.ep_moe_copy import AITER_ENV, ep_moe_copies
 from k3plan.engines.sglang.flags import SGLANG_A2A_DEFAULT
 from k3plan.engines.sglang.fraction_eras import RESERVE_FORM_FROM, era_chunk, era_fraction
 from k3plan.engines.sglang.kernels import BLACKWELL
+from k3plan.engines.sglang.mega_moe import (
+    CAP_DEFAULT,
+    CAP_ENV,
+    FIX_MEMORY_ENV,
+    FP4_ACTS_ENV,
+    MEGA_MOE_A2A,
+    MEGA_MOE_ENV,
+    MEGA_MOE_READ,
+)
 from k3plan.engines.sglang.prefill_graph import BACKENDS as PREFILL_BACKENDS
 from k3plan.engines.sglang.prefill_graph import CONFIG_FROM as PREFILL_TC_UNTIL_LOCKS
 from k3plan.engines.sglang.releases import (
@@ -225,7 +234,9 @@ def dsv4_fp4_experts_env(r: Reading) -> None:
         )
 
 
-KNOWN_ENV = frozenset({LONG_CONTEXT_ENV, SYMM_PREALLOC_ENV, ENGRAM_HOST_ENV, ENGRAM_LAYOUT_ENV, FP4_EXPERTS_ENV})
+KNOWN_ENV = frozenset(
+    {LONG_CONTEXT_ENV, SYMM_PREALLOC_ENV, ENGRAM_HOST_ENV, ENGRAM_LAYOUT_ENV, FP4_EXPERTS_ENV, *MEGA_MOE_ENV}
+)
 
 
 def tokens(
@@ -725,6 +736,7 @@ def read(r: Reading) -> None:
         quark_reading(r)
     fp4_indexer(r)
     symm_mem(r)
+    mega_moe(r)  # after --moe-a2a-backend is read
     prefill_conditions(r)  # after speculative decoding, --dcp-size and --enable-symm-mem are read
     shared_fusion(r)  # after DP attention and the all-to-all are read
     dense_tp(r)
@@ -864,6 +876,72 @@ def symm_mem(r: Reading) -> None:
             else f"{SYMM_PREALLOC_ENV}'s default {gib} under {SYMM_MEM}"
         )
         + f"; {SYMM_PREALLOC_SOURCE})"
+    )
+
+
+ENV_BOOL = {"true": True, "1": True, "yes": True, "y": True, "false": False, "0": False, "no": False, "n": False}
+
+
+def _env_bool(r: Reading, name: str) -> bool | None:
+    """An SGLang EnvBool as srt/environ.py EnvBool.parse reads it (true / 1 / yes / y, false / 0 / no / n, any case;
+    else a ValueError); None where the command leaves it unset."""
+    raw = r.env.get(name)
+    if raw is None:
+        return None
+    got = ENV_BOOL.get(raw.lower())
+    if got is None:
+        raise K3PlanError(
+            f"--serve: {name}={raw}: SGLang refuses it ('\"{raw.lower()}\" is not a valid boolean value')"
+        )
+    return got
+
+
+def mega_moe(r: Reading) -> None:
+    """--moe-a2a-backend megamoe's symmetric buffer, priced where it was read (engines/sglang/mega_moe.py: SGLang
+    0.5.15 on an SM100 GPU): the tokens a rank it is sized for (SGLANG_OPT_DEEPGEMM_MEGA_MOE_NUM_MAX_TOKENS_PER_RANK,
+    SGLang's default 1,024) and FP4 dispatch (SGLANG_OPT_DEEPGEMM_MEGA_MOE_USE_FP4_ACTS) go to the start check
+    (Reading.mega_moe_cap, engines/sglang/memory.py sglang_kv_pool: out of the 1 - mem_fraction_static share, after
+    the pool). SGLANG_OPT_FIX_MEGA_MOE_MEMORY false (a second copy of the L1 expert weights) is refused. Off the
+    MegaMoE path nothing reads the variables' memory (layers/moe/mega_moe.py alone sizes by them): listed as ignored.
+    At another release or GPU a variable that sizes the buffer is refused, and the buffer is left out (a caveat)."""
+    given = [n for n in MEGA_MOE_ENV if n in r.env]
+    r.env_read.update(given)
+    if r.options.get("moe_a2a_backend") != MEGA_MOE_A2A:
+        r.ignored += [f"{n}={r.env[n]}" for n in given]
+        return
+    fp4 = _env_bool(r, FP4_ACTS_ENV)
+    if _env_bool(r, FIX_MEMORY_ENV) is False:
+        raise K3PlanError(
+            f"--serve: {FIX_MEMORY_ENV}={r.env[FIX_MEMORY_ENV]}: SGLang then keeps DeepGEMM's interleaved copy of each "
+            "MoE layer's L1 (w13) expert weights and scales beside the originals (sglang 0.5.15 wheel, layers/moe/"
+            "mega_moe.py build_mega_moe_experts_weights: transform_weights_for_mega_moe); the copy is not priced by "
+            "k3plan; remove it (SGLang sets it true under megamoe: server_args.py _handle_a2a_moe)"
+        )
+    read = r.release == MEGA_MOE_READ and r.device_name in BLACKWELL
+    if not read:
+        sizing = [n for n in (CAP_ENV, FP4_ACTS_ENV) if n in r.env]
+        where = f"SGLang {release_text(r.release)}" if r.release is not None else "this release"
+        if sizing:
+            raise K3PlanError(
+                f"--serve: {sizing[0]}: the MegaMoE buffer's size is not priced by k3plan at {where} on "
+                f"{r.device_name or 'this GPU'} (read for SGLang {release_text(MEGA_MOE_READ)} on an SM100 GPU: "
+                f"{', '.join(BLACKWELL)}); remove it to price the engine without"
+            )
+        r.caveats.append(
+            f"--moe-a2a-backend {MEGA_MOE_A2A}: DeepGEMM's MegaMoE symmetric buffer, allocated after the KV pool out of "
+            f"the 1 - mem_fraction_static share, is not priced at {where} on {r.device_name or 'this GPU'} (read for "
+            f"SGLang {release_text(MEGA_MOE_READ)} on an SM100 GPU)"
+        )
+        return
+    raw = r.env.get(CAP_ENV)
+    r.mega_moe_cap = flag_int(CAP_ENV, raw) if raw is not None else CAP_DEFAULT
+    r.mega_moe_fp4_acts = bool(fp4)
+    r.ignored += [f"{n}={r.env[n]}" for n in given if n == FIX_MEMORY_ENV]
+    r.caveats.append(
+        f"--moe-a2a-backend {MEGA_MOE_A2A}: DeepGEMM's MegaMoE buffer (engines/sglang/mega_moe.py) is made on the "
+        "first forward, after the KV pool is sized: it does not move the pool, and the start check only floors it against the "
+        "1 - mem_fraction_static share (the activations and CUDA graphs share it, not priced): SGLang can run out of "
+        "memory there at the CUDA-graph capture or the first batch"
     )
 
 
