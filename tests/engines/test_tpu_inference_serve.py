@@ -46,7 +46,6 @@ def test_the_daily_r1_benchmark_reads_as_tpu_inference_and_starts(cli):
     assert eng["serve"]["max_num_seqs"] == 96 and eng["max_model_len"] == 9216
     for name in (
         "--additional-config compilation_sizes",
-        "--enable-expert-parallel",
         "--seed",
         "--async-scheduling",
         "--no-enable-prefix-caching",
@@ -55,6 +54,8 @@ def test_the_daily_r1_benchmark_reads_as_tpu_inference_and_starts(cli):
         "VLLM_USE_V1=1",
     ):
         assert name in eng["serve"]["ignored"], name
+    # --enable-expert-parallel is read: it picks the MoE backend the step compiles (GMM_EP), not the weights a device
+    assert "--enable-expert-parallel" not in eng["serve"]["ignored"]
     # the priced variables, and NEW_MODEL_DESIGN the MLA models require, are not listed as ignored
     assert not [
         x for x in eng["serve"]["ignored"] if x.startswith(("MODEL_IMPL_TYPE", "MOE_REQUANTIZE", "NEW_MODEL_DESIGN"))

@@ -587,9 +587,10 @@ def read(r: Reading) -> None:
     expert_ways = _additional(r)
     devices = r.tp
     r.tp, r.dp, r.ep = 1, devices, devices  # attention tp 1 x dp N, the experts over all N (SPLIT_SOURCE)
+    # the experts' bytes are over every device either way (SPLIT_SOURCE); the flag picks the MoE backend the step
+    # compiles (memory.py GMM_TP_STEP_SOURCE: GMM_EP with it, GMM_TP without)
     ep_flag = get("--enable-expert-parallel", None)
-    if ep_flag is not None:  # the experts are over every device either way (SPLIT_SOURCE)
-        r.ignored.append("--enable-expert-parallel" if env_on(ep_flag) else "--no-enable-expert-parallel")
+    r.expert_parallel = ep_flag is not None and env_on(ep_flag)
     raw_context = get("--max-model-len", None)
     if raw_context is not None:
         if raw_context.strip().lower() in ("auto", "-1"):
