@@ -899,7 +899,14 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         expert_formats=_expert_formats(setup),
         # the model's MoE shape and the command's options, for a TPU engine's compiled-step temporaries
         # (engines/engine.py HbmWorker.step_temporaries)
-        step_model=(spec.architecture, spec.n_moe, spec.moe.top_k, spec.moe.expert_in, setup.parallel.dp)
+        step_model=(
+            spec.architecture,
+            spec.n_moe,
+            spec.moe.top_k,
+            spec.moe.expert_in,
+            setup.parallel.dp,
+            served.expert_parallel,
+        )  # fmt: skip
         if served is not None and spec.moe is not None
         else None,
         step_options=None if served is None else served.stack_options,

@@ -30,6 +30,10 @@ hold it. One registry; every byte count in k3plan goes through ``FORMATS[name].n
 - int4_g32 (compressed-tensors "pack-quantized" W4A16: symmetric int4, ``strategy: group``, ``group_size: 32``;
   Kimi-K2.5/K2.6's routed experts): int32 ``weight_packed`` [out, in/8] (eight 4-bit values a word), bf16
   ``weight_scale`` [out, in/32] and an int32 ``weight_shape`` [2] a matrix: 4.5 bits a parameter + 8 B a matrix.
+- int4_g32_f32scale: those int4 codes as signed int4 (0.5 B a parameter) with each group-32 scale widened to fp32
+  (4 B a 32), the packed words and the ``weight_shape`` tensors dropped, as tpu-inference holds the int4 group-32
+  experts it does not requantize (process_moe_weights casts the scales to float32: engines/tpu_inference/stack.yaml
+  option disable_weight_requantization): 5 bits a parameter. A resident format only: no checkpoint stores it.
 - nvfp4 (NVIDIA ModelOpt's NVFP4 export, hf_quant_config ``quant_algo: NVFP4``, ``group_size: 16``; names
   ``<base>.weight`` + ``<base>.weight_scale`` + ``<base>.weight_scale_2`` + ``<base>.input_scale``): uint8
   ``weight`` [out, in/2] (two E2M1 values a byte), F8_E4M3 ``weight_scale`` [out, in/16] and two f32 scalars a
@@ -97,6 +101,18 @@ def _mxfp4_bytes(shape: tuple[int, ...]) -> int:
     if inp % 32:
         raise K3PlanError(f"mxfp4 needs the input dim divisible by 32, got shape {list(shape)}")
     return _lead(shape) * (out * inp // 2 + out * inp // 32)
+
+
+def _int4_f32scale_bytes(group: int) -> Callable[[tuple[int, ...]], int]:
+    """int4 codes (two a byte) with one fp32 scale per ``group`` inputs of a row (no packed words, no shape)."""
+
+    def nbytes(shape: tuple[int, ...]) -> int:
+        out, inp = _out_in(shape)
+        if inp % group:
+            raise K3PlanError(f"int4 group {group} needs the input dim divisible by {group}, got {list(shape)}")
+        return _lead(shape) * (out * inp // 2 + 4 * out * (inp // group))
+
+    return nbytes
 
 
 def _mxfp4_f32scale_bytes(shape: tuple[int, ...]) -> int:
@@ -306,6 +322,14 @@ FORMATS: dict[str, Format] = {
             ("_scale", "BF16", lambda s: (*s[:-1], s[-1] // 32)),
             ("_shape", "I32", lambda s: (*s[:-2], 2)),
         ),
+        quantized=True,
+    ),
+    # tpu-inference's resident form of int4_g32 without requantization: int4 codes, the group-32 scales as fp32
+    "int4_g32_f32scale": Format(
+        name="int4_g32_f32scale",
+        bits_per_param=5.0,
+        nbytes=_int4_f32scale_bytes(32),
+        parts=(("", "U8", lambda s: (*s[:-1], s[-1] // 2)), ("_scale", "F32", lambda s: (*s[:-1], s[-1] // 32))),
         quantized=True,
     ),
 }

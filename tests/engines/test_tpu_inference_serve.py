@@ -5,6 +5,7 @@ setting moves its figure, the no-effect ones are listed, the rest refused in one
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -46,7 +47,6 @@ def test_the_daily_r1_benchmark_reads_as_tpu_inference_and_starts(cli):
     assert eng["serve"]["max_num_seqs"] == 96 and eng["max_model_len"] == 9216
     for name in (
         "--additional-config compilation_sizes",
-        "--enable-expert-parallel",
         "--seed",
         "--async-scheduling",
         "--no-enable-prefix-caching",
@@ -55,6 +55,8 @@ def test_the_daily_r1_benchmark_reads_as_tpu_inference_and_starts(cli):
         "VLLM_USE_V1=1",
     ):
         assert name in eng["serve"]["ignored"], name
+    # --enable-expert-parallel is read: it picks the MoE backend the step compiles (GMM_EP), not the weights a device
+    assert "--enable-expert-parallel" not in eng["serve"]["ignored"]
     # the priced variables, and NEW_MODEL_DESIGN the MLA models require, are not listed as ignored
     assert not [
         x for x in eng["serve"]["ignored"] if x.startswith(("MODEL_IMPL_TYPE", "MOE_REQUANTIZE", "NEW_MODEL_DESIGN"))
@@ -546,3 +548,69 @@ def test_the_mlperf_unit_test_s_five_layer_r1_is_the_bundled_config_cut_to_five_
         "fit", "-H", "tpu-v7x", "-t", "2x2x1", "--serve", DAILY + """ --hf-overrides '{"num_hidden_layers": 5}'"""
     )
     assert "not the model built with num_hidden_layers 5 (fit has no flag for those)" in text.output
+
+
+# Jacob Platin's Kimi-K2.6 lm_eval run on a v7x-8 (nohup.out @0998d381, 2026-04-30 22:42; the case
+# tests/engines/cases/tpu-inference-kimi-k2.6-v7x8-dpattn-8k-lmeval.yaml): no MOE_REQUANTIZE_*, no
+# --enable-expert-parallel
+K26_LMEVAL = (
+    "NEW_MODEL_DESIGN=1 MODEL_IMPL_TYPE=vllm vllm serve moonshotai/Kimi-K2.6 --kv-cache-dtype fp8 --max-model-len 8192 "
+    "--tensor-parallel-size 8 --block-size 256 --gpu-memory-utilization 0.978 --max-num-batched-tokens 1024 "
+    '--max-num-seqs 64 --additional-config \'{"sharding": {"sharding_strategy": {"enable_dp_attention": true}}}\''
+)
+
+
+def _fit_release(cli, cmd: str, release: str | None):
+    args = ["fit", "-H", "tpu-v7x", "-t", "2x2x1", "--serve", cmd, "--json"]
+    r = cli(*args, *(("--engine-version", release) if release else ()))
+    assert r.exit_code in (0, 1), r.output
+    return json.loads(r.stdout)
+
+
+def test_kimi_k2_6_s_int4_experts_keep_float32_group_scales_at_0_20_and_0_21(cli):
+    """tpu-inference 0.20.0 / 0.21.x (main 507cfa16..443bcc3b; the lm_eval runs' 56b1e079):
+    VllmCompressedTensorsW4A8MoEMethod hands the int4 codes and their group-32 scales to process_moe_weights, which
+    casts the scales to float32: 0.5 B a parameter + a 4-B scale a 32 (int4_g32_f32scale), not the checkpoint's
+    2-B scale a 32 plus its packed words' shape tensors. Read so at those releases, and wherever
+    DISABLE_WEIGHT_REQUANTIZATION=1 asks for it; not at the commit read without a release (b8692ff0)."""
+    from k3plan.models import load_model
+    from k3plan.models.formats import get_format
+
+    experts = [t for t in load_model("kimi-k2.6").inventory.text if t.role == "expert"]
+    held = sum(get_format("int4_g32_f32scale").nbytes(t.shape) for t in experts) / 8
+    ckpt = sum(get_format("int4_g32").nbytes(t.shape) for t in experts) / 8
+    for release in ("0.20.0", "0.21.0"):
+        d = _fit_release(cli, K26_LMEVAL, release)
+        assert "disable_weight_requantization=1" in d["engine"]["serve"]["stack"]
+        assert abs(d["weights_by_role"]["expert"] - held) / held < 1e-9
+    base = _fit_release(cli, K26_LMEVAL, None)
+    assert "disable_weight_requantization" not in base["engine"]["serve"]["stack"]
+    assert abs(base["weights_by_role"]["expert"] - ckpt) / ckpt < 1e-9
+    switched = _fit_release(cli, "DISABLE_WEIGHT_REQUANTIZATION=1 " + K26_LMEVAL, None)
+    assert switched["weights_by_role"]["expert"] == _fit_release(cli, K26_LMEVAL, "0.20.0")["weights_by_role"]["expert"]
+    # the scales' widening alone: 2 B more a 32-group of every expert matrix, less the int32[2] shape tensors
+    extra = sum(2 * math.prod(t.shape[:-1]) * (t.shape[-1] // 32) - 8 * math.prod(t.shape[:-2]) for t in experts) / 8
+    assert abs(switched["weights_by_role"]["expert"] - base["weights_by_role"]["expert"] - extra) < 1
+
+
+def test_the_int4_scales_switch_is_refused_where_the_engine_refuses_it_or_it_was_not_read(cli):
+    def code(cmd: str, release: str | None = None) -> tuple[int, str]:
+        r = cli(
+            "fit", "-H", "tpu-v7x", "-t", "2x2x1", "--serve", cmd, *(("--engine-version", release) if release else ())
+        )
+        return r.exit_code, r.output
+
+    fp4 = "MOE_REQUANTIZE_BLOCK_SIZE=512 MOE_REQUANTIZE_WEIGHT_DTYPE=fp4 "
+    # the engine asserts the dtype unset when requantization is disabled
+    rc, out = code("DISABLE_WEIGHT_REQUANTIZATION=1 " + fp4 + K26_LMEVAL)
+    assert rc == 2 and "asserts" in out
+    # another checkpoint's experts: not read
+    rc, out = code("DISABLE_WEIGHT_REQUANTIZATION=1 " + DAILY.replace("MOE_REQUANTIZE_BLOCK_SIZE=512 ", "").replace(
+        "MOE_REQUANTIZE_WEIGHT_DTYPE=fp4 ", ""))  # fmt: skip
+    assert rc == 2 and "int4" in out
+    # 0.20.0's W4A8 method reads no MOE_REQUANTIZE_* variable; 0.21.0's requantizes with the block size set
+    rc, out = code(fp4 + K26_LMEVAL, "0.20.0")
+    assert rc == 2 and "reads no MOE_REQUANTIZE_*" in out
+    d = _fit_release(cli, fp4 + K26_LMEVAL, "0.21.0")
+    assert "moe_requantize_weight_dtype=fp4" in d["engine"]["serve"]["stack"]
+    assert "disable_weight_requantization" not in d["engine"]["serve"]["stack"]

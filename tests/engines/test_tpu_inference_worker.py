@@ -193,6 +193,39 @@ def test_the_vllm_deepseek_v3_step_is_the_compiled_step_and_its_moe_layers_code_
         assert m.step_temporaries(options={"model_impl": "vllm"}, n_moe=60, top_k=8, tokens=1024, **kw) is None  # type: ignore[arg-type]
 
 
+def test_without_expert_parallel_the_vllm_deepseek_v3_step_is_the_gmm_tp_record_with_no_code():
+    """Without --enable-expert-parallel vLLM's model code under tpu-inference runs GMM_TP (layers/vllm/interface/moe.py
+    select_moe_backend_from_fused_moe_config, "[MoE]: Using GMM TP kernel" in the lm_eval runs' log): the constant is
+    the GMM_TP compile records' (reports/compile/tpu-inference-kimi-k2.6-gmm-tp/records.json, benchmarks/
+    tpu_inference_moe_tp_compile.py at 56b1e079, jax 0.10.2): the MoE's temporaries at 8,192 tokens, flat in the
+    layers and linear in the rows; the engine's own report at 16,384 tokens (HLO temp 3.73G with 4.1% fragmentation,
+    3.58G unpadded: the case tpu-inference-kimi-k2.6-v7x8-dpattn-8k-chunk4096-compile-oom) lists no overlays, so no
+    code is added."""
+    from pathlib import Path
+
+    from k3plan.engines.tpu_inference import memory as m
+
+    records = json.loads(
+        (Path(__file__).parents[2] / "reports/compile/tpu-inference-kimi-k2.6-gmm-tp/records.json").read_text()
+    )
+    at = {(r["point"]["tokens"], r["point"]["layers"]): r["temp_bytes"] for r in records}
+    assert (records[0]["point"]["hidden"], records[0]["point"]["topk"]) == m.DSV3_COMPILED_SHAPE
+    assert at[(8192, 1)] == m.GMM_TP_STEP_TEMP_BYTES and 8192 * 8 == m.DSV3_STEP_ROWS
+    assert abs(at[(8192, 2)] - at[(8192, 1)]) < 0.01 * at[(8192, 1)]  # flat in the layers
+    assert abs(at[(16384, 1)] - 2 * at[(8192, 1)]) < 0.01 * at[(16384, 1)]  # linear in the rows
+    # against the engine's own figure at 16,384 tokens: between its unpadded 3.58G and its 3.73G with fragmentation
+    assert 3.58 * GiB < at[(16384, 1)] < 3.73 * GiB
+    kw = dict(architecture="kimi_k25", options={"model_impl": "vllm"}, n_moe=60, top_k=8, expert_in=7168, dp=8)
+    tp = m.step_temporaries(tokens=1024, expert_parallel=False, **kw)  # type: ignore[arg-type]
+    ep = m.step_temporaries(tokens=1024, expert_parallel=True, **kw)  # type: ignore[arg-type]
+    assert tp is not None and ep is not None and tp[0] == m.GMM_TP_STEP_TEMP_BYTES and "GMM_TP" in tp[1]
+    assert ep[0] == m.DSV3_STEP_TEMP_BYTES + 60 * m.DSV3_CODE_A_MOE_LAYER
+    # the lm_eval runs at 0.978 (2.08 GiB left a device): the 8,192-token bucket fits, the 32,768-token one does not
+    assert tp[0] < int(0.022 * 94.75 * GiB)
+    big = m.step_temporaries(tokens=4096, expert_parallel=False, **kw)  # type: ignore[arg-type]
+    assert big is not None and big[0] == 4 * m.GMM_TP_STEP_TEMP_BYTES > int(0.022 * 94.75 * GiB)
+
+
 def test_the_step_temporaries_refuse_the_start_only_past_the_share_left():
     """The Kimi-Linear CI step (tpu-inference-kimi-linear-v7x8-ep8-*): 7.31 GiB of MoE buffers at the largest bucket
     fit the 37.90 GiB 0.60 leaves and not the 4.74 GiB 0.95 leaves."""

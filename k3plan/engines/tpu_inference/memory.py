@@ -78,21 +78,60 @@ DSV3_STEP_SOURCE = (
     "at 8,192 tokens only); compared with the 1 - utilization share as if every weight were a step argument (the "
     "lm_head, which the step does not use, is not one)"
 )
+# the same step without --enable-expert-parallel: vLLM's FusedMoEConfig.use_ep is False, so
+# layers/vllm/interface/moe.py select_moe_backend_from_fused_moe_config picks GMM_TP ("[MoE]: Using GMM TP kernel";
+# GMM_EP when use_ep, at 56b1e079, e0e04e95 and b8692ff0 alike) and fused_moe_func's tensor_parallel_gmm holds every
+# token's routed rows whole on every device (the experts' width split over MLP_TENSOR): the gathered rows and the
+# second gmm's output, [tokens x dp x top_k, hidden] bf16 each. Compiled deviceless for tpu7x:2x2x1 under jax 0.10.2 /
+# libtpu 0.0.42.1 at 56b1e079 (main of 2026-04-30, the code of Jacob Platin's Kimi-K2.6 lm_eval runs, nohup.out
+# @0998d381) with the int4 experts and fp32 group-32 scales that commit holds
+# (reports/compile/tpu-inference-kimi-k2.6-gmm-tp/records.json, benchmarks/tpu_inference_moe_tp_compile.py): the MoE's
+# temporaries, flat in the layers (1 layer 1,947,925,856 B, 2 layers 1,950,905,344 B at 8,192 tokens) and linear in
+# the routed rows (3,895,131,488 B at 16,384 tokens), where the engine's own CompileTimeHbmOom report for the whole
+# step at 16,384 tokens (tpu-inference-kimi-k2.6-v7x8-dpattn-8k-chunk4096-compile-oom) reads "HLO temp 3.73G
+# (Unpadded (3.58G) ... 4.1% fragmentation)", its two largest allocations the MoE's bf16[131072,7168] gather and gmm
+# output: the MoE alone is the step's temporaries within 3%. That report's program requirement lists reserved,
+# global, scoped and HLO temp and no overlays: the generated code is not counted on this path
+GMM_TP_STEP_COMMIT = "56b1e079"
+GMM_TP_STEP_TEMP_BYTES = 1_947_925_856  # the MoE's temp_size_in_bytes a device at 8,192 tokens, 1 layer
+GMM_TP_STEP_SOURCE = (
+    f"vllm-project/tpu-inference@{GMM_TP_STEP_COMMIT} layers/vllm/interface/moe.py "
+    "select_moe_backend_from_fused_moe_config (use_ep False -> GMM_TP) -> layers/common/fused_moe_gmm.py "
+    "fused_moe_func, tensor_parallel_gmm (every token's top_k routed rows on every device, the experts' width over "
+    "MLP_TENSOR); compiled in reports/compile/tpu-inference-kimi-k2.6-gmm-tp (benchmarks/tpu_inference_moe_tp_compile.py: "
+    "flat in the layers, linear in the rows; at 16,384 tokens 3,895,131,488 B against the engine's own 'HLO temp "
+    "3.73G (Unpadded (3.58G))' for the whole step, whose program requirement lists no overlays: the code not counted)"
+)
 # the config model_type of the checkpoints kimi_k3.py serves (JAX_KIMI_ARCHS: KimiLinearForCausalLM's config says
 # kimi_linear, KimiK3ForConditionalGeneration's kimi_k3), which k3plan's model spec keeps as its architecture
 JAX_KIMI_MODEL_TYPES = frozenset({"kimi_linear", "kimi_k3"})
 
 
 def step_temporaries(
-    *, architecture: str, options: dict[str, str], n_moe: int, top_k: int, expert_in: int, tokens: int, dp: int
+    *,
+    architecture: str,
+    options: dict[str, str],
+    n_moe: int,
+    top_k: int,
+    expert_in: int,
+    tokens: int,
+    dp: int,
+    expert_parallel: bool = True,
 ) -> tuple[int, str] | None:
     """The JAX Kimi model's (kimi_k3.py, MODEL_IMPL_TYPE flax_nnx / auto) MoE output buffers at the largest token
     bucket, a device: n_moe x (tokens x dp) x top_k x the experts' width x 2 (bf16), the MEGABLX_GMM backend's
     (the expert axis split, dp > 1); for vLLM's model code, the DeepSeek-V3 family's compiled step
-    (_vllm_dsv3_step). None for the other models."""
+    (_vllm_dsv3_step; ``expert_parallel``: --enable-expert-parallel, which picks its MoE backend). None for the
+    other models."""
     if options.get("model_impl") == VLLM_CODE:
         return _vllm_dsv3_step(
-            architecture=architecture, n_moe=n_moe, top_k=top_k, hidden=expert_in, tokens=tokens, dp=dp
+            architecture=architecture,
+            n_moe=n_moe,
+            top_k=top_k,
+            hidden=expert_in,
+            tokens=tokens,
+            dp=dp,
+            expert_parallel=expert_parallel,
         )
     jax_kimi = architecture in JAX_KIMI_ARCHS | JAX_KIMI_MODEL_TYPES
     if not jax_kimi or n_moe == 0 or dp <= 1:
@@ -106,15 +145,23 @@ def step_temporaries(
 
 
 def _vllm_dsv3_step(
-    *, architecture: str, n_moe: int, top_k: int, hidden: int, tokens: int, dp: int
+    *, architecture: str, n_moe: int, top_k: int, hidden: int, tokens: int, dp: int, expert_parallel: bool = True
 ) -> tuple[int, str] | None:
     """vLLM's DeepSeek-V3-family model code under attention DP (dp > 1): the step's compiled temporaries, scaled from
-    the compiled bucket's routed rows to this one's (tokens x dp x top_k), plus the generated code of its n_moe MoE
-    layers; None for other models, for shapes the records were not compiled at, and without attention DP (the MoE
-    then takes another path, not compiled)."""
+    the compiled bucket's routed rows to this one's (tokens x dp x top_k), plus, on GMM_EP (--enable-expert-parallel),
+    the generated code of its n_moe MoE layers; on GMM_TP (without it) the GMM_TP records' temporaries and no code
+    (GMM_TP_STEP_SOURCE); None for other models, for shapes the records were not compiled at, and without attention
+    DP (the MoE then takes another path, not compiled)."""
     if architecture not in VLLM_DSV3_MODEL_TYPES or n_moe == 0 or dp <= 1 or (hidden, top_k) != DSV3_COMPILED_SHAPE:
         return None
     rows = tokens * dp * top_k
+    if not expert_parallel:
+        temps = GMM_TP_STEP_TEMP_BYTES * rows // DSV3_STEP_ROWS
+        return temps, (
+            f"the step's temporaries on GMM_TP (no --enable-expert-parallel) {temps:,} B ({GMM_TP_STEP_TEMP_BYTES:,} B "
+            f"compiled for {DSV3_STEP_ROWS:,} routed rows; here {rows:,}: max_num_batched_tokens {tokens:,} x DP {dp} x "
+            f"top-{top_k}): {GMM_TP_STEP_SOURCE}"
+        )
     temps = DSV3_STEP_TEMP_BYTES * rows // DSV3_STEP_ROWS
     code = n_moe * DSV3_CODE_A_MOE_LAYER
     return temps + code, (

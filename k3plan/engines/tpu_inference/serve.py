@@ -14,8 +14,11 @@ K3), the JAX DeepSeek-V3 model (flax_nnx or auto on DeepSeek-V3 / R1 at tensor_p
 the devices, where it holds vLLM's model code's tensors: JAX_DEEPSEEK_SOURCE), the experts' fp4 requantization at load
 (MOE_REQUANTIZE_WEIGHT_DTYPE=fp4, MOE_REQUANTIZE_BLOCK_SIZE=512: option moe_requantize_weight_dtype=fp4: DeepSeek-V3 /
 R1's fp8 experts and Kimi-K2.6 / K2-Thinking's int4 ones; DeepSeek-V4's fp4 experts are requantized alike whatever the
-variables say), the KV dtype, --gpu-memory-utilization, --max-model-len, --max-num-batched-tokens (vllm serve's 2,048 when unset) and
---max-num-seqs (vLLM's 256 when unset). What changes no memory is listed as ignored (a sharding_strategy tensor_parallelism equal to
+variables say), the int4 experts kept unrequantized with float32 group scales (DISABLE_WEIGHT_REQUANTIZATION=1, and
+releases 0.20.0-0.21.x under fit --engine-version: _int4_scales), --enable-expert-parallel (the MoE backend the step
+compiles: GMM_EP with it, GMM_TP without), the KV dtype, --gpu-memory-utilization, --max-model-len,
+--max-num-batched-tokens (vllm serve's 2,048 when unset) and --max-num-seqs (vLLM's 256 when unset). What changes no
+memory is listed as ignored (a sharding_strategy tensor_parallelism equal to
 --tensor-parallel-size among it); anything else is refused in one line."""
 
 from __future__ import annotations
@@ -178,9 +181,16 @@ UNFUSED_MEGABLOCKS = "USE_UNFUSED_MEGABLOCKS"
 #   run_deepseek_v3_1k_8k_random_routing.sh, nightly_benchmarking.sh FORCE_MOE_RANDOM_ROUTING_ENV)
 RANDOM_ROUTING = "FORCE_MOE_RANDOM_ROUTING"
 LISTED_ENV = frozenset({ALL_GATHER_DTYPE, SHARED_STREAM, RANDOM_ROUTING}) | RAY_ENV
-KNOWN_ENV = frozenset({BACKEND_TYPE, MLA_DISABLE, PROFILING_DIR, UNFUSED_MEGABLOCKS, UNSAFE_NO_DP_ATTENTION})
+# the switch off the experts' requantization at load (envs.py env_bool, default False; moe_weights.py
+# _process_quantized_moe_weights_impl -> _process_moe_weights_no_requant): stack option disable_weight_requantization
+NO_REQUANT = "DISABLE_WEIGHT_REQUANTIZATION"
+KNOWN_ENV = frozenset(
+    {BACKEND_TYPE, MLA_DISABLE, PROFILING_DIR, UNFUSED_MEGABLOCKS, UNSAFE_NO_DP_ATTENTION, NO_REQUANT}
+)
 KNOWN_ENV |= LISTED_ENV
-PRICED_ENV = frozenset({MODEL_IMPL, REQUANT_DTYPE, REQUANT_BLOCK, NEW_MODEL_DESIGN, MLA_DISABLE, BACKEND_TYPE})
+PRICED_ENV = frozenset(
+    {MODEL_IMPL, REQUANT_DTYPE, REQUANT_BLOCK, NEW_MODEL_DESIGN, MLA_DISABLE, BACKEND_TYPE, NO_REQUANT}
+)
 PRICED_ENV |= {PROFILING_DIR, UNFUSED_MEGABLOCKS} | LISTED_ENV
 # the fp8 checkpoints whose experts the fp4 requantization is priced for (fp8_block experts: the runtime format
 # stack option moe_requantize_weight_dtype=fp4 maps), by the ids k3plan.engines.serve.HF_MODELS reads as deepseek-v3
@@ -585,6 +595,60 @@ def _default_chunk(r: Reading, seqs: str | None) -> None:
     )
 
 
+# the releases whose VllmCompressedTensorsW4A8MoEMethod keeps the int4 group-32 experts of a compressed-tensors
+# checkpoint unrequantized, their group scales cast to float32, whatever the environment says at 0.20 (and without
+# MOE_REQUANTIZE_BLOCK_SIZE at 0.21): main from #2306 (507cfa16, 2026-04-27) to #2659 (443bcc3b, 2026-05-22), which
+# routed it through process_quantized_moe_weights (requantized in its own dtype unless DISABLE_WEIGHT_REQUANTIZATION)
+INT4_F32_SCALES_FROM = (0, 20, 0)
+INT4_F32_SCALES_UNTIL = (0, 22, 0)
+INT4_ENV_READ_FROM = (0, 21, 0)  # 0.20.0's W4A8 method reads no MOE_REQUANTIZE_* (0.21.0: the block size)
+INT4_F32_SCALES_SOURCE = (
+    "vllm-project/tpu-inference@56b1e079 (main of 2026-04-30; release 0.20.0 alike) tpu_inference/layers/vllm/"
+    "quantization/compressed_tensors/compressed_tensors_moe/compressed_tensors_moe_w4a8.py "
+    "VllmCompressedTensorsW4A8MoEMethod.process_weights_after_loading (int4 codes and the checkpoint's group scales "
+    "straight to process_moe_weights, no requantization) and layers/common/process_weights/moe_weights.py "
+    "process_moe_weights (w13/w2_weight_scale.astype(jnp.float32))"
+)
+
+
+def _int4_scales(r: Reading) -> None:
+    """The int4 group-32 experts (INT4_EXPERT_MODELS) on vLLM's model code kept unrequantized with fp32 group scales
+    (stack option disable_weight_requantization=1): where the command sets DISABLE_WEIGHT_REQUANTIZATION, and at
+    the releases whose W4A8 method does so unconditionally (INT4_F32_SCALES_SOURCE)."""
+    raw = r.env.get(NO_REQUANT)
+    on = raw is not None and env_on(raw)
+    int4 = r.model is not None and r.model.strip().rstrip("/").lower() in INT4_EXPERT_MODELS
+    fp4 = r.options.get("moe_requantize_weight_dtype") == "fp4"
+    rel = r.release
+    unconditional = rel is not None and INT4_F32_SCALES_FROM <= rel < INT4_F32_SCALES_UNTIL
+    if on and not int4:
+        raise K3PlanError(
+            f"--serve: {NO_REQUANT}={raw} on {r.model}: k3plan prices the unrequantized experts of the int4 "
+            "group-32 checkpoints (Kimi-K2.6 / K2.5 / K2-Thinking) only; remove it"
+        )
+    if on and fp4:
+        raise K3PlanError(
+            f"--serve: {NO_REQUANT}={raw} with {REQUANT_DTYPE}: tpu-inference asserts the dtype unset when "
+            "requantization is disabled (moe_weights.py _process_moe_weights_no_requant); remove one"
+        )
+    if r.options.get("model_impl") != VLLM_CODE or not int4 or not (on or unconditional):
+        return
+    if unconditional and fp4 and rel is not None and rel < INT4_ENV_READ_FROM:
+        raise K3PlanError(
+            f"--serve: {REQUANT_DTYPE} at tpu-inference {'.'.join(map(str, rel))}: that release's "
+            "VllmCompressedTensorsW4A8MoEMethod reads no MOE_REQUANTIZE_* variable and keeps the int4 experts "
+            f"({INT4_F32_SCALES_SOURCE}); remove them"
+        )
+    if fp4:  # 0.21: MOE_REQUANTIZE_BLOCK_SIZE set requantizes (the fp4 option prices it)
+        return
+    r.options["disable_weight_requantization"] = "1"
+    if unconditional and not on and rel is not None:
+        r.caveats.append(
+            f"tpu-inference {'.'.join(map(str, rel))}: the int4 group-32 experts kept as int4 codes with their "
+            f"group-32 scales as float32, no requantization ({INT4_F32_SCALES_SOURCE})"
+        )
+
+
 def _tokens(flag: str, value: str) -> int:
     """A token count as vLLM's human_readable_int reads it (serve_values.suffix_int: 2k = 2,000, 2K = 2,048)."""
     try:
@@ -680,9 +744,10 @@ def read(r: Reading) -> None:
     expert_ways = _additional(r)
     devices = r.tp
     r.tp, r.dp, r.ep = 1, devices, devices  # attention tp 1 x dp N, the experts over all N (SPLIT_SOURCE)
+    # the experts' bytes are over every device either way (SPLIT_SOURCE); the flag picks the MoE backend the step
+    # compiles (memory.py GMM_TP_STEP_SOURCE: GMM_EP with it, GMM_TP without)
     ep_flag = get("--enable-expert-parallel", None)
-    if ep_flag is not None:  # the experts are over every device either way (SPLIT_SOURCE)
-        r.ignored.append("--enable-expert-parallel" if env_on(ep_flag) else "--no-enable-expert-parallel")
+    r.expert_parallel = ep_flag is not None and env_on(ep_flag)
     raw_context = get("--max-model-len", None)
     if raw_context is not None:
         if raw_context.strip().lower() in ("auto", "-1"):
@@ -720,6 +785,7 @@ def read(r: Reading) -> None:
             "when none is given; remove it"
         )
     _env(r, expert_ways)
+    _int4_scales(r)
     if r.options.get("moe_requantize_weight_dtype") == "fp4":
         if r.model.strip().rstrip("/").lower() not in FP8_EXPERT_MODELS | INT4_EXPERT_MODELS | DSV4_EXPERT_MODELS:
             raise K3PlanError(

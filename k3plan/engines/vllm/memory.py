@@ -677,7 +677,7 @@ def engine_sizing(
     rocm_fp8_pad: tuple[int, str] | None = None,
     all2all: tuple[int, str] | None = None,
     hybrid_kv_off: bool = False,
-    step_model: tuple[str, int, int, int, int] | None = None,
+    step_model: tuple[str, int, int, int, int, bool] | None = None,
     step_options: dict[str, str] | None = None,
     graph_profile_oom: tuple[int, str, str] | None = None,
     mesh_devices: int = 1,
@@ -711,7 +711,8 @@ def engine_sizing(
     measurement and so in the weights, and its source (engines/vllm/rocm_fp8_pad.py); None: none.
     ``all2all``: the expert-parallel all2all backend's buffers a GPU, made at load outside torch's allocator, and their
     source (engines/vllm/all2all_buffers.py all2all_non_torch), added to the non-torch increase; None: none.
-    ``step_model``: (architecture, MoE layers, top-k, the experts' width, attention-DP ranks) and ``step_options`` (the
+    ``step_model``: (architecture, MoE layers, top-k, the experts' width, attention-DP ranks, expert parallelism as
+    the command sets it) and ``step_options`` (the
     stack options the command set), for the temporaries a TPU engine's compiled step holds (HbmWorker.step_temporaries,
     over ``max_num_batched_tokens`` a rank); None: not priced.
     ``graph_profile_oom``: (bytes beside the weights, what they are, where raised) that CUDA-graph profiling needs at
@@ -837,10 +838,10 @@ def engine_sizing(
         non_torch = Figure(0, "none subtracted: the worker counts the devices' own bytes in use, its whole view")
         worker, unpriced = hbm_worker.source, ""
         if hbm_worker.step_temporaries is not None and step_model is not None:
-            arch, n_moe, top_k, width, dp = step_model
+            arch, n_moe, top_k, width, dp, expert_parallel = step_model
             compiled_step = hbm_worker.step_temporaries(
                 architecture=arch, options=step_options or {}, n_moe=n_moe, top_k=top_k, expert_in=width,
-                tokens=max_num_batched_tokens, dp=dp,
+                tokens=max_num_batched_tokens, dp=dp, expert_parallel=expert_parallel,
             )  # fmt: skip
     else:
         act = Figure(
