@@ -670,8 +670,13 @@ class Stack(Spec):
         ckpt = self.checkpoint_kv(model, release)
         if ckpt is not None and ckpt[0] != st.kv_cache.dtype:
             st = updated(st, kv_cache=updated(st.kv_cache, dtype=ckpt[0]))
-        rules = [opt.auto.vlm for opt in st.options.values() if opt.auto is not None and opt.auto.vlm is not None]
-        if not rules or model.spec.architecture not in rules[0].architectures:
+        # its own options' rules, and those of the engines a bind takes options from (plan binds its stacks after
+        # this: Stack.bindings), so that fit's bound stack and plan's hold one vision encoder
+        options = [*st.options.values()]
+        for rule in self.on_platform.values():
+            options += parse_stack(rule.stack).options.values()
+        rules = [opt.auto.vlm for opt in options if opt.auto is not None and opt.auto.vlm is not None]
+        if not any(model.spec.architecture in r.architectures for r in rules):
             return st
         dims = vision_encoder_dims(model.inventory)
         return st if dims is None else updated(st, vision_encoder=dims)

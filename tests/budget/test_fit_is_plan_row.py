@@ -1,6 +1,5 @@
 """fit is row 0 of plan (issue 51): over random configurations -- bundled models (Kimi K3, DeepSeek-V4 and V4.1, dense-MLA
-DeepSeek-V3, whose vLLM block the GPU sets), TPU
-and GPU hardware, every stack with its KV dtype or fp8, every (tp, ep, dp, pp) split plan's space offers, context,
+DeepSeek-V3, whose vLLM block the GPU sets, multimodal Kimi-K2.6 and hybrid Kimi-Linear), TPU and GPU hardware, every stack with its KV dtype or fp8, every (tp, ep, dp, pp) split plan's space offers, context,
 batch and chunk -- fit's per-device answer equals plan's row field by field: weights, replicated weights, KV, state,
 temporaries, reserve, free, the bytes a token and a sequence, the sequences held and the most the room holds, the
 verdict code, where the temporaries come from, and the decode time. Both read the one configuration value and the
@@ -28,7 +27,7 @@ from k3plan.roofline.bounds import Efficiency, decode_bound
 from k3plan.setup import make_setup
 from k3plan.structs import fields
 
-MODELS = ("kimi-k3", "deepseek-v4-flash", "deepseek-v4-pro", "deepseek-v4.1-flash", "deepseek-v3")
+MODELS = ("kimi-k3", "deepseek-v4-flash", "deepseek-v4-pro", "deepseek-v4.1-flash", "deepseek-v3", "kimi-k2.6", "kimi-linear-48b-a3b")
 HARDWARE = ("tpu-v7x", "nvidia-h200", "nvidia-b200")
 
 
@@ -161,3 +160,25 @@ def test_a_dense_mla_model_on_vllm_pages_at_the_gpus_block_in_fit_and_plan_alike
     f = fit(setup, Workload(context_tokens=context, batch=1, prefill_chunk_tokens=r.chunk_tokens))
     per_token = f.per_device.kv_bytes_per_token
     assert f.per_device.kv_bytes == r.per_device.kv_bytes == -(-context // block) * block * per_token
+
+
+def test_a_multimodal_model_s_reserve_is_sglang_s_vision_cut_in_fit_and_plan_alike():
+    """Kimi-K2.6 (a MoonViT tower) under the dp-attention stack on an H200: SGLang's derived fraction cuts for the vision
+    encoder (AutoFraction.vlm), a rule of the options the stack takes when bound to a GPU. plan binds its stacks after
+    Stack.for_model reads the model, so until session 50 its rows held no vision encoder and reserved less than fit
+    (248 of 1,404 rows at 8,192 tokens)."""
+    sp = space("kimi-k2.6")
+    cols, _ = columns("kimi-k2.6", 8192, 1)
+    rows = [
+        r
+        for i in range(sp.size)
+        for r in [row(space=sp, cols=cols, i=i, rank=1)]
+        if (r.hardware, r.stack, r.tp, r.dp, r.chunk_tokens) == ("nvidia-h200", "dp-attention", 2, 1, 2048)
+    ]
+    assert rows
+    r = rows[0]
+    setup = make_setup(model="kimi-k2.6", hardware=r.hardware, topology=r.topology, tp=r.tp, ep=r.ep, dp=r.dp,
+                       pp=r.pp, stack=r.stack, kv_dtype=r.kv_dtype_override)  # fmt: skip
+    assert setup.stack.vision_encoder is not None
+    f = fit(setup, Workload(context_tokens=8192, batch=1, prefill_chunk_tokens=r.chunk_tokens))
+    assert f.per_device.reserve_bytes == r.per_device.reserve_bytes
