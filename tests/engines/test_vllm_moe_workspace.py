@@ -170,3 +170,89 @@ def test_dp8_without_ep_puts_the_gathered_workspace_under_the_sampler(cli):
         with_ep = runs[" --enable-expert-parallel"]
         assert "FlashInferExperts" in with_ep["sources"]["activation"]
         assert with_ep["activation_bytes"] > sampler[0] + _ws(release, tp=1, dp=8, ep=True)
+
+
+# deepseek-ai/DeepSeek-V4-Flash's config.json (k3plan/models/bundled/deepseek-v4-flash): hidden_size,
+# moe_intermediate_size, num_experts_per_tok; moonshotai Kimi-K3's (k3plan/models/bundled/kimi-k3)
+V4F_HIDDEN, V4F_INTERMEDIATE, V4F_TOP_K = 4096, 2048, 6
+K3_HIDDEN, K3_INTERMEDIATE, K3_TOP_K = 7168, 3072, 16
+
+
+def _mxfp4(release, fmt="ds_fp4", *, hardware="nvidia-h200", vendor="nvidia", tp=2, tokens=8192, **kw):
+    hidden, inter, top_k = (
+        (V4F_HIDDEN, V4F_INTERMEDIATE, V4F_TOP_K) if fmt == "ds_fp4" else (K3_HIDDEN, K3_INTERMEDIATE, K3_TOP_K)
+    )
+    return profile_moe_workspace(
+        release=release,
+        vendor=vendor,
+        hardware=hardware,
+        expert_formats=(fmt,),
+        expert_parallel=kw.get("ep", False),
+        tp=tp,
+        top_k=top_k,
+        hidden=hidden,
+        intermediate=inter,
+        tokens=tokens,
+        env={},
+        dp=kw.get("dp", 1),
+        moe_backend=kw.get("moe_backend", ""),
+    )
+
+
+def test_mxfp4_experts_take_marlin_experts_on_hopper_to_0_31():
+    """DeepSeek-V4's Mxfp4MoEMethod on SM90 (0.20.0-0.31.x wheels): MarlinExperts, workspace1 (M x top_k, max(N, K))
+    and workspace2 M x top_k x max(2N, K), N = 2,048 / TP 2 = 1,024 < K, the output in workspace1's buffer: 2 x 8,192 x
+    6 x 4,096 x 2 B = 0.75 GiB, the ptocu V4-Flash TP2 probes' buffer; 0.19 GiB at nanoserve's 2,048 tokens, TP 8."""
+    marlin = 2 * 8192 * V4F_TOP_K * V4F_HIDDEN * 2
+    for release in ((0, 20, 0), (0, 20, 2), (0, 23, 0), (0, 26, 0), (0, 31, 0)):
+        nbytes, how = _mxfp4(release)
+        assert nbytes == marlin and "MarlinExperts" in how
+    assert _mxfp4((0, 20, 0), tp=8, tokens=2048)[0] == 2 * 2048 * V4F_TOP_K * V4F_HIDDEN * 2
+    # DP 2 without EP: the gathered rows, the experts cut over TP x DP
+    assert _mxfp4((0, 26, 0), tp=1, dp=2)[0] == 2 * 2 * 8192 * V4F_TOP_K * V4F_HIDDEN * 2
+
+
+def test_mxfp4_experts_not_priced_where_not_read():
+    assert _mxfp4((0, 19, 0))[0] == 0  # no V4 in vLLM before 0.20.0
+    zero, how = _mxfp4((0, 32, 0))  # prioritize_humming: Humming ahead of Marlin on SM90
+    assert zero == 0 and "Humming" in how
+    assert _mxfp4((0, 34, 0))[0] == 0
+    assert _mxfp4((0, 26, 0), hardware="nvidia-b200")[0] == 0  # TRTLLM MXFP8 on the SM100 family
+    assert _mxfp4((0, 26, 0), hardware="amd-mi300x", vendor="amd")[0] == 0  # ROCm's own V4 MoE path
+    assert _mxfp4((0, 26, 0), moe_backend="marlin")[0] == 0  # a named backend: not read
+    assert _mxfp4((0, 26, 0), fmt="quark_mxfp4")[0] == 0  # another checkpoint's MXFP4 method
+
+
+def test_kimi_k3_mxfp4_experts_take_marlin_experts_on_hopper_0_28_to_0_31():
+    """Kimi-K3's CompressedTensorsW4A4Mxfp4MoEMethod takes MarlinExperts off SM100 (0.28.0-0.31.0 wheels): at TP 8,
+    N = 3,072 / 8 = 384 < K = 7,168, so 2 x 8,192 x 16 x 7,168 x 2 B = 3.50 GiB."""
+    k3 = 2 * 8192 * K3_TOP_K * K3_HIDDEN * 2
+    assert _mxfp4((0, 28, 0), "mxfp4", tp=8)[0] == _mxfp4((0, 31, 0), "mxfp4", tp=8)[0] == k3
+    assert _mxfp4((0, 27, 0), "mxfp4", tp=8)[0] == 0
+    assert _mxfp4((0, 32, 0), "mxfp4", tp=8)[0] == 0
+
+
+def _v4_engine(cli, max_model_len: int, backend: str = "") -> dict:
+    serve = (
+        "vllm serve deepseek-ai/DeepSeek-V4-Flash --tensor-parallel-size 2 --trust-remote-code "
+        f"--max-model-len {max_model_len} --max-num-batched-tokens 8192"
+        + (f" --moe-backend {backend}" if backend else "")
+    )
+    out = cli("fit", "-H", "nvidia-h200", "-t", "2", "--serve", serve, "--engine-version", "0.23.0", "--json").stdout
+    return json.loads(out)["engine"]
+
+
+def test_v4_shares_one_workspace_buffer_with_the_moe(cli):
+    """V4's attention reservations and the Marlin MoE workspace are views of one WorkspaceManager buffer, so the
+    activation holds the larger of them, not their sum. Against the same command with the MoE workspace unpriced
+    (--moe-backend named: not read): at 4,096 tokens of context the buffer grows from V4's reservation to the MoE's
+    0.75 GiB, the activation by their difference; at 1,048,576 the indexer's 1.29 GiB gather holds the MoE's views and
+    the activation does not move."""
+    marlin = _mxfp4((0, 23, 0))[0]
+    short, short_unpriced = _v4_engine(cli, 4096), _v4_engine(cli, 4096, "marlin")
+    assert "grown to the MoE's 0.75 GiB" in short["sources"]["activation"]
+    flashmla = 4 * (4096 // 4 + 128 + 8192) * 512 * 2  # FlashMLA's dummy-run request (engines/vllm/dsv4_workspace.py)
+    assert short["activation_bytes"] - short_unpriced["activation_bytes"] == marlin - flashmla
+    long, long_unpriced = _v4_engine(cli, 1_048_576), _v4_engine(cli, 1_048_576, "marlin")
+    assert "views of the same buffer fit in it" in long["sources"]["activation"]
+    assert long["activation_bytes"] == long_unpriced["activation_bytes"]

@@ -34,7 +34,7 @@ select_wna16_moe_backend) whose ``MarlinExperts`` takes its scratch from the wor
 sampler: that path is not priced here (None, said).
 
 Not priced (None): other expert formats (MXFP4 experts through ``MarlinExperts`` are modular kernels, the workspace
-manager's), GPUs other than H100 / H200 / H20, a command that names --moe-backend or an all2all backend other than the
+manager's: engines/vllm/moe_workspace.py MARLIN_MXFP4 prices them), GPUs other than H100 / H200 / H20, a command that names --moe-backend or an all2all backend other than the
 default under DP, EP with TP and DP both > 1 (sequence-parallel MoE), releases before 0.11.0 or from 0.23.0. Left out:
 moe_align_block_size's sorted ids (M x top_k + experts x (block - 1) int32, a few MiB) and the output, written in place
 into the hidden states (inplace = not disable_inplace) or one M x K tensor.

@@ -857,7 +857,7 @@ def engine_sizing(
             vocab_size=vocab_size,
             release=release,
         )
-        sampler_alone = sampler
+        sampler_alone, sampler_alone_how = sampler, sampler_how
         if moe_workspace is not None and moe_workspace[0]:
             held_workspace = moe_workspace[0]
             if sampler:
@@ -915,6 +915,17 @@ def engine_sizing(
                 ws, logits, how = dsv41_profile_workspace(
                     dsv4, max_model_len=max_model_len, fp4_indexer=fp4_indexer, release=release
                 )
+            if held_workspace and vendor == "nvidia":
+                # the MoE workspace and V4's attention reservations are views of one WorkspaceManager buffer, grown
+                # to the largest request and kept (engines/vllm/moe_workspace.py, vllm/v1/worker/workspace.py
+                # get_simultaneous): the buffer is the larger of the two, held beside the forward and the sampler
+                assert moe_workspace is not None
+                sampler, sampler_how = sampler_alone, sampler_alone_how
+                if held_workspace > ws:
+                    how = f"{how}; the one WorkspaceManager buffer grown to the MoE's {held_workspace / GiB:.2f} GiB: {moe_workspace[1]}"
+                    ws = held_workspace
+                else:
+                    how = f"{how}; the MoE's {held_workspace / GiB:.2f} GiB views of the same buffer fit in it: {moe_workspace[1]}"
             forward, forward_how = temp_bytes, act.source
             # V4's dummy forward as vLLM 0.26 runs it on CUDA (FlashMLA's padded heads)
             if dsv4.csa2 is None and hidden_size and attention_heads and not rocm_v4:

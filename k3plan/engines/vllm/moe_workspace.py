@@ -85,6 +85,40 @@ default from 0.29.0, vllm/v1/worker/gpu/model_runner.py) runs the sampler warm-u
 rule holds to 0.34.x (a session-47 helper read them; no logged start of an FP8-block model after
 0.20.0 checks it). Under 0.34.0's extensible KV cache the workspace is resident to the measurement after warmup, not
 part of the transient peak it keeps free (engines/vllm/memory.py engine_sizing moves it there).
+
+MXFP4 experts on Hopper through ``MarlinExperts`` (session 50), the same workspace manager:
+
+- DeepSeek-V4 / V4.1 (k3plan's ``ds_fp4`` experts): the model's quant config (0.20.0 / 0.20.2
+  model_executor/models/deepseek_v4.py DeepseekV4FP8Config.get_quant_method; from 0.23.0 models/deepseek_v4/
+  quant_config.py, V4.1 models/deepseek_v41/quant_config.py from 0.30.0) gives every routed FusedMoE an
+  ``Mxfp4MoEMethod``, which picks its kernel with fused_moe/oracle/mxfp4.py ``select_mxfp4_moe_backend`` (0.20.x) /
+  ``select_deepseek_v4_mxfp4_moe_backend`` (0.23.0 on): with --moe-backend auto on CUDA the first supported of
+  ``_get_priority_backends`` = FLASHINFER_TRTLLM_MXFP4_MXFP8 (experts/trtllm_mxfp4_moe.py: the SM100 family only),
+  DEEPGEMM_MXFP4 (experts/deep_gemm_moe.py DeepGemmFP4Experts: the SM100 family only), MARLIN, BATCHED_MARLIN, so
+  ``MarlinExperts`` on SM90 (fused_marlin_moe.py MarlinExpertsBase._supports_current_device: CUDA at 7.5 or later;
+  experts/marlin_moe.py from 0.23.0), built into a ``FusedMoEKernel`` (make_mxfp4_moe_kernel) whose
+  ``_allocate_buffers`` takes its scratch from ``current_workspace_manager().get_simultaneous``. Read in the 0.20.0,
+  0.20.2, 0.23.0, 0.26.0, 0.28.0, 0.30.0 and 0.31.0 wheels (PyPI). From 0.32.0 (the 0.32.0, 0.33.0 and 0.34.0
+  wheels) ``_get_priority_backends`` adds HUMMING and ends in ``prioritize_humming`` (quantization/utils/humming/
+  priority.py: Humming ahead of Marlin on compute capability 9.0, humming-kernels a Requires-Dist of the wheel), so V4
+  on Hopper runs ``HummingExperts`` (experts/fused_humming_moe.py, its workspaces the manager's too, sized by the
+  humming package's buffer metadata): not priced (0, said).
+- Kimi-K3 (compressed-tensors mxfp4-pack-quantized W4A16, k3plan's ``mxfp4``): quantization/compressed_tensors/
+  compressed_tensors_moe/compressed_tensors_moe_w4a4_mxfp4.py ``CompressedTensorsW4A4Mxfp4MoEMethod.__init__`` takes
+  ``MarlinExperts`` where CutlassExpertsMxfp4 is not supported (ops.mxfp4_experts_quant_supported, the compiled
+  capability check, not read: taken as off on Hopper) and the platform is not XPU, read in the 0.28.0, 0.30.0 and
+  0.31.0 wheels (the model is 0.28.0's on); from 0.32.0 not read here (0, said).
+
+``MarlinExperts.workspace_shapes`` (every wheel above): workspace1 (M x top_k, max(N, K)), workspace2
+(M x top_k x max(2N, K)), the output (M, K), N the w13 shard's intermediate (marlin_moe_intermediate_size, half the
+w13 rows); ``_allocate_buffers`` puts workspace13 and the output in the common buffer: with N the w13 rows as below,
+Triton's shapes exactly (workspace13 (M, top_k, max(N / 2, K)), workspace2 (M, top_k, max(N, K))). M, N under DP and
+EP, the all2all backend and --moe-backend are read as for FP8 above (FusedMoEParallelConfig.make,
+maybe_make_prepare_finalize, unchanged in these wheels); no chunk from 0.18.0.
+
+DeepSeek-V4's sparse attention reserves its own views of the same manager (engines/vllm/dsv4_workspace.py: the
+indexer's K gather, FlashMLA's dummy-run request), so the one buffer is the larger of those and this, never their
+sum (engines/vllm/memory.py takes the max there).
 """
 
 from __future__ import annotations
@@ -106,6 +140,21 @@ CHUNK = 16 * 1024  # VLLM_FUSED_MOE_CHUNK_SIZE's default, 0.13.0-0.17.x (vllm/en
 ALIGN = 256  # WorkspaceManager.get_simultaneous rounds each part up to 256 B
 ACT_BYTES = 2  # the activations' dtype, bfloat16
 SM90 = frozenset({"nvidia-h100-sxm", "nvidia-h200", "nvidia-h20"})
+# MXFP4 experts through MarlinExperts on SM90 (module docstring): [from, to) for each checkpoint format
+MARLIN_MXFP4: dict[str, tuple[Release, Release]] = {
+    "ds_fp4": ((0, 20, 0), (0, 32, 0)),  # DeepSeek-V4 / V4.1's Mxfp4MoEMethod; Humming first from 0.32.0
+    "mxfp4": ((0, 28, 0), (0, 32, 0)),  # Kimi-K3's CompressedTensorsW4A4Mxfp4MoEMethod, read 0.28.0-0.31.0
+}
+HUMMING_SM90_FROM: Release = (0, 32, 0)  # prioritize_humming: Humming ahead of Marlin on compute capability 9.0
+MXFP4_SOURCE = (
+    "vllm 0.20.0 / 0.20.2 / 0.23.0 / 0.26.0 / 0.28.0 / 0.30.0 / 0.31.0 wheels (PyPI): DeepSeek-V4 "
+    "quant_config get_quant_method -> quantization/mxfp4.py Mxfp4MoEMethod, fused_moe/oracle/mxfp4.py "
+    "select_mxfp4_moe_backend / select_deepseek_v4_mxfp4_moe_backend / _get_priority_backends (TRTLLM MXFP8 and "
+    "DeepGEMM FP4 on the SM100 family only, then MARLIN); Kimi-K3: compressed_tensors_moe_w4a4_mxfp4.py "
+    "CompressedTensorsW4A4Mxfp4MoEMethod (MarlinExperts off SM100, 0.28.0-0.31.0); MarlinExperts.workspace_shapes "
+    "(fused_marlin_moe.py, experts/marlin_moe.py from 0.23.0), modular_kernel.py FusedMoEModularKernel."
+    "_allocate_buffers, vllm/v1/worker/workspace.py WorkspaceManager (kept after the dummy forward)"
+)
 SOURCE = (
     "vllm 0.14.0-0.18.0 / 0.20.0 / 0.26.0 / 0.28.0 / 0.33.0 / 0.34.0 wheels (PyPI): vllm/model_executor/layers/fused_moe/oracle/fp8.py "
     "select_fp8_moe_backend / _get_priority_backends, fused_moe.py TritonExperts.workspace_shapes, "
@@ -127,7 +176,8 @@ def _set(env: dict[str, str], name: str) -> bool:
 
 
 def _shapes(kernel: str, m: int, n: int, k: int, top_k: int) -> tuple[int, int, int]:
-    """(workspace13, workspace2, output) elements at M rows (``workspace_shapes`` of each kernel)."""
+    """(workspace13, workspace2, output) elements at M rows (``workspace_shapes`` of each kernel; ``MarlinExperts``'
+    (M x top_k, max(N / 2, K)) and M x top_k x max(N, K) at the w13 rows N are Triton's)."""
     if kernel == "FlashInferExperts":
         return m * k, 0, m * k
     return m * top_k * max(n // 2, k), m * top_k * max(n, k), m * k
@@ -157,14 +207,26 @@ def profile_moe_workspace(
     # a release after the newest read (0.34.0) is priced by its rules, as every vLLM rule is (Engine.latest_release_read)
     if release is None or release < MODULAR_TP_FROM:
         return 0, "no MoE workspace priced under the sampler (the modular kernels' workspace is 0.14.0's on)"
-    if expert_formats != ("fp8_block",) or tp < 1 or dp < 1 or top_k < 1 or hidden < 1 or intermediate < 1:
-        return 0, "no MoE workspace priced under the sampler (read for FP8-block experts)"
+    mxfp4 = expert_formats[0] if len(expert_formats) == 1 and expert_formats[0] in MARLIN_MXFP4 else ""
+    if (expert_formats != ("fp8_block",) and not mxfp4) or min(tp, dp, top_k, hidden, intermediate) < 1:
+        return 0, "no MoE workspace priced under the sampler (read for FP8-block and Hopper MXFP4 experts)"
+    if mxfp4:
+        if vendor != "nvidia" or hardware not in SM90:
+            return 0, f"no MoE workspace priced under the sampler (MXFP4 experts on {hardware}: not read)"
+        first, end = MARLIN_MXFP4[mxfp4]
+        if not first <= release < end:
+            why = (
+                "HummingExperts ahead of Marlin on SM90 (prioritize_humming), its buffers not sized"
+                if mxfp4 == "ds_fp4" and release >= HUMMING_SM90_FROM
+                else "the MXFP4 MoE method of this release not read"
+            )
+            return 0, f"no MoE workspace priced under the sampler (vLLM {release_text(release)}: {why})"
     ep = expert_parallel and tp * dp > 1  # FusedMoEParallelConfig.make: use_ep needs more than one rank
     if moe_backend not in ("", "auto"):
         return 0, f"no MoE workspace priced under the sampler (--moe-backend {moe_backend}: not read)"
-    if _set(env, "VLLM_USE_DEEP_GEMM") or _set(env, "VLLM_MOE_USE_DEEP_GEMM"):
+    if not mxfp4 and (_set(env, "VLLM_USE_DEEP_GEMM") or _set(env, "VLLM_MOE_USE_DEEP_GEMM")):
         return 0, "no MoE workspace priced under the sampler (the DeepGEMM switches set: not read)"
-    if vendor == "nvidia" and release < ENV_FI_GONE_FROM and _set(env, "VLLM_USE_FLASHINFER_MOE_FP8"):
+    if not mxfp4 and vendor == "nvidia" and release < ENV_FI_GONE_FROM and _set(env, "VLLM_USE_FLASHINFER_MOE_FP8"):
         return 0, "no MoE workspace priced under the sampler (VLLM_USE_FLASHINFER_MOE_FP8 set: not read)"
     # VLLM_ALL2ALL_BACKEND: read to 0.15.x (config/parallel.py), named by no file of the 0.16.0 wheel on
     a2a = all2all_backend or (env.get("VLLM_ALL2ALL_BACKEND", "") if release < ALL2ALL_ENV_GONE_FROM else "")
@@ -172,7 +234,9 @@ def profile_moe_workspace(
         return 0, f"no MoE workspace priced under the sampler (--all2all-backend {a2a}: not read)"
     if ep and tp > 1 and dp > 1:
         return 0, "no MoE workspace priced under the sampler (EP with TP and DP: sequence-parallel MoE, not read)"
-    if vendor == "amd":
+    if mxfp4:
+        kernel = "MarlinExperts"  # the oracle's first supported backend on SM90 (module docstring)
+    elif vendor == "amd":
         if env.get("VLLM_ROCM_USE_AITER", "").strip().lower() in ("1", "true"):
             return 0, "no MoE workspace priced under the sampler (ROCm AITER's MoE not read)"
         kernel = "TritonExperts"
@@ -213,6 +277,6 @@ def profile_moe_workspace(
     how = (
         f"{ws / GiB:.2f} GiB of MoE workspace held under the sampler in vLLM {release_text(release)} ({kernel}: "
         f"M {rows}, workspace13 / workspace2 / output at {m:,} / {m:,} / {m_full:,} rows ({layout}){forced}, "
-        f"x {ACT_BYTES} B; N {n:,} = {how_n}, K {k:,}; {SOURCE})"
+        f"x {ACT_BYTES} B; N {n:,} = {how_n}, K {k:,}; {MXFP4_SOURCE if mxfp4 else SOURCE})"
     )
     return ws, how
