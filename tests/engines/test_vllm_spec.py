@@ -226,3 +226,25 @@ def test_a_deepseek_v4_drafter_s_auto_kv_dtype_is_the_target_s_fp8_ds_mla():
     assert q.speculative.method == "mtp"
     with pytest.raises(K3PlanError, match="kv_cache_dtype"):
         parse_serve(f"{FLASH} --speculative-config '{spec.replace('auto', 'bfloat16')}'", platform="gpu")
+
+
+DASHED = (
+    "--speculative-config.method=mtp --speculative-config.num-speculative-tokens=2 "
+    "--speculative-config.draft-sample-method=probabilistic --speculative-config.rejection-sample-method=block"
+)
+
+
+def test_dashed_speculative_keys_read_as_underscores_from_0_26_0():
+    """The dotted flags keep a nested key as written; vLLM rewrites its dashes to underscores before
+    SpeculativeConfig(**...) from 0.26.0 (vllm/engine/arg_utils.py EngineArgs.create_speculative_config, the 0.26.0
+    wheel; not in 0.25.0's): the single-MI300X DeepSeek-V4-Flash-0731 stack's DSpark flags
+    (tests/engines/cases/vllm-mi300x-stack-dsv4-flash-0731-tp1-kv20g-dspark7.yaml)."""
+    from k3plan.engines.vllm.spec import DASHED_KEYS_FROM
+
+    assert DASHED_KEYS_FROM == (0, 26, 0)
+    for release in ((0, 26, 0), (0, 34, 0), None):
+        q = parse_serve(f"{FLASH} {DASHED}", platform="gpu", release=release)
+        assert (q.speculative.method, q.speculative.num_speculative_tokens) == ("mtp", 2)
+    with pytest.raises(K3PlanError, match="'draft-sample-method' is not one k3plan reads") as err:
+        parse_serve(f"{FLASH} {DASHED}", platform="gpu", release=(0, 25, 0))
+    assert "\n" not in str(err.value)
