@@ -195,6 +195,11 @@ IGNORED = {
     "--max-prefill-tokens": 1,
     "--schedule-policy": 1,
     "--enable-metrics": 0,
+    # which schedulers record request metrics (every TP rank's, not only attention-TP rank 0's): sglang 0.5.19 wheel
+    # (PyPI), sglang/srt/server_args.py ServerArgs.enable_metrics_for_all_schedulers, read only where
+    # managers/scheduler.py and observability/metrics_collector.py set a scheduler's metrics_enabled: host-side
+    # counters, nothing on the device (Pqlet/compare-kvcache-mem-dsv4's sglang_serve.sh)
+    "--enable-metrics-for-all-schedulers": 0,
     "--mm-attention-backend": 1,
     "--enable-nccl-nvls": 0,
     "--weight-loader-prefetch-checkpoints": 0,
