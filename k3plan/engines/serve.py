@@ -861,6 +861,9 @@ class ServeQuestion:
     page_size: int | None = None  # SGLang's --page-size as given (None: its default, 1)
     # SGLang's --swa-full-tokens-ratio as given (None: its default; DeepSeek-V4: engines/sglang/dsv4_pool.py)
     swa_full_tokens_ratio: float | None = None
+    # SGLang's DeepSeek-V4 compressor-state element, bytes (SGLANG_DSV4_COMPRESS_STATE_DTYPE: 4 float32, its default;
+    # 2 bfloat16): engines/sglang/serve.py dsv4_state_dtype_env
+    dsv4_state_bytes: int = 4
     # SGLang's --swa-prefix-tails as given (None: its default, 4 x max_running_requests a worker with the radix cache;
     # DeepSeek-V4.1's cap-mode headroom: engines/sglang/dsv4_pool.py PREFIX_TAILS_SOURCE)
     swa_prefix_tails: int | None = None
@@ -1195,6 +1198,7 @@ def parse_serve(
         prefill_conditions=r.prefill_conditions,
         page_size=r.page_size,
         swa_full_tokens_ratio=r.swa_ratio,
+        dsv4_state_bytes=r.dsv4_state_bytes,
         swa_prefix_tails=r.swa_prefix_tails,
         mamba_cache_size=r.mamba_cache_size,
         mamba_full_memory_ratio=r.mamba_ratio,
