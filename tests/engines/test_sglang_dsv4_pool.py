@@ -288,6 +288,13 @@ def test_bf16_compressor_states_reproduce_a_logged_v4_flash_pool(flash):
         platform="gpu",
     )
     assert q.dsv4_state_bytes == 2
+    # no such variable before 0.5.14 (engines/sglang/serve.py STATE_DTYPE_FROM): the states stay f32
+    q = parse_serve(
+        "SGLANG_DSV4_COMPRESS_STATE_DTYPE=bf16 sglang serve --model-path deepseek-ai/DeepSeek-V4-Flash --tp 8",
+        platform="gpu",
+        release=(0, 5, 13),
+    )
+    assert q.dsv4_state_bytes == 4
     with pytest.raises(K3PlanError, match="SGLang refuses it") as err:
         parse_serve(
             "SGLANG_DSV4_COMPRESS_STATE_DTYPE=fp16 sglang serve --model-path deepseek-ai/DeepSeek-V4-Flash --tp 8",

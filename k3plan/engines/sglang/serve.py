@@ -225,13 +225,15 @@ def dsv4_fp4_experts_env(r: Reading) -> None:
         )
 
 
-# DeepSeek-V4's compressor-state dtype (sglang 0.5.19 wheel (PyPI), srt/environ.py SGLANG_DSV4_COMPRESS_STATE_DTYPE =
-# EnvStr("float32"); model_executor/pool_configurator.py _get_dsv4_compress_state_dtype_sizes: float32 / fp32 -> 4 B,
-# bfloat16 / bf16 -> 2 B, stripped and lower-cased, anything else a ValueError): the element of every compressor-state
-# ring the pool prices (engines/sglang/dsv4_pool.py sglang_dsv4_pool state_bytes)
+# DeepSeek-V4's compressor-state dtype (sglang 0.5.14-0.5.23 wheels (PyPI), srt/environ.py
+# SGLANG_DSV4_COMPRESS_STATE_DTYPE = EnvStr("float32"); model_executor/pool_configurator.py
+# _get_dsv4_compress_state_dtype_sizes: float32 / fp32 -> 4 B, bfloat16 / bf16 -> 2 B, stripped and lower-cased,
+# anything else a ValueError): the element of every compressor-state ring the pool prices (engines/sglang/dsv4_pool.py
+# sglang_dsv4_pool state_bytes). The 0.5.11-0.5.13 wheels have no such variable: set there it changes nothing
 STATE_DTYPE_ENV = "SGLANG_DSV4_COMPRESS_STATE_DTYPE"
+STATE_DTYPE_FROM = (0, 5, 14)
 STATE_DTYPE_SOURCE = (
-    "sglang 0.5.19 wheel (PyPI), srt/environ.py SGLANG_DSV4_COMPRESS_STATE_DTYPE (default float32), "
+    "sglang 0.5.14-0.5.23 wheels (PyPI), srt/environ.py SGLANG_DSV4_COMPRESS_STATE_DTYPE (default float32), "
     "model_executor/pool_configurator.py _get_dsv4_compress_state_dtype_sizes"
 )
 STATE_DTYPE_BYTES = {"float32": 4, "fp32": 4, "bfloat16": 2, "bf16": 2}
@@ -244,6 +246,8 @@ def dsv4_state_dtype_env(r: Reading) -> None:
     if raw is None:
         return
     r.env_read.add(STATE_DTYPE_ENV)
+    if r.release is not None and r.release < STATE_DTYPE_FROM:
+        return  # not a variable that release reads (STATE_DTYPE_SOURCE)
     value = raw.strip().lower()
     if value not in STATE_DTYPE_BYTES:
         raise K3PlanError(
