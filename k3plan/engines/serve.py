@@ -1107,6 +1107,18 @@ def parse_serve(
     block_raw = flags.get("--block-size")
     if block_raw is not None:  # else as the family read it (tpu-inference's dense-MLA page) or None
         r.block = flag_int("--block-size", block_raw)
+    revision = flags.pop("--revision", None)
+    if revision is not None:  # the checkpoint's HF revision: read where it is the one the bundled config was read at
+        from k3plan.models.loader import bundled_revisions
+
+        cited = bundled_revisions(resolved)
+        if revision.strip() not in cited:
+            raise K3PlanError(
+                f"--serve: --revision {revision}: not a revision k3plan's {resolved} config was read at "
+                f"({', '.join(sorted(cited)) or 'its provenance cites none'}: models/bundled/{resolved}/"
+                "provenance.json revisions_cited); another revision's config is not priced"
+            )
+        r.ignored.append("--revision")
     for name in list(flags):
         if name in IGNORED:
             r.ignored.append(name)

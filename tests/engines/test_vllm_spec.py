@@ -248,3 +248,15 @@ def test_dashed_speculative_keys_read_as_underscores_from_0_26_0():
     with pytest.raises(K3PlanError, match="'draft-sample-method' is not one k3plan reads") as err:
         parse_serve(f"{FLASH} {DASHED}", platform="gpu", release=(0, 25, 0))
     assert "\n" not in str(err.value)
+
+
+def test_a_revision_is_read_only_where_the_bundled_config_was_read_at_it():
+    """--revision picks the checkpoint's snapshot: read where it is one the bundle's provenance.json cites
+    (revisions_cited), refused in one line otherwise (tests/engines/cases/vllm-dsserving-*.yaml pin 7872f01b /
+    dba1be0a, the revisions models/bundled/deepseek-v4-flash-0731 and deepseek-v4.1-flash cite)."""
+    base = "vllm serve deepseek-ai/DeepSeek-V4-Flash-0731 --tensor-parallel-size 8 --revision "
+    q = parse_serve(base + "7872f01b1d1fe23eabc4c98b48bffcef5a386062", platform="gpu")
+    assert "--revision" in q.ignored
+    with pytest.raises(K3PlanError, match="not a revision k3plan's deepseek-v4-flash-0731 config was read at") as err:
+        parse_serve(base + "main", platform="gpu")
+    assert "\n" not in str(err.value)
