@@ -738,6 +738,7 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
                 form=form_for_release(served.release),
                 speculative=sg_draft is not None,
                 page=served.page_size,  # --page-size: 0.5.21's form prices a token's bytes in its pages
+                state_bytes=served.dsv4_state_bytes,  # SGLANG_DSV4_COMPRESS_STATE_DTYPE (engines/sglang/serve.py)
             )
             if d4.csa2 is None
             else sglang_dsv41_pool(

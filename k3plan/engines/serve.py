@@ -195,6 +195,11 @@ IGNORED = {
     "--max-prefill-tokens": 1,
     "--schedule-policy": 1,
     "--enable-metrics": 0,
+    # which schedulers record request metrics (every TP rank's, not only attention-TP rank 0's): sglang 0.5.19 wheel
+    # (PyPI), sglang/srt/server_args.py ServerArgs.enable_metrics_for_all_schedulers, read only where
+    # managers/scheduler.py and observability/metrics_collector.py set a scheduler's metrics_enabled: host-side
+    # counters, nothing on the device (Pqlet/compare-kvcache-mem-dsv4's sglang_serve.sh)
+    "--enable-metrics-for-all-schedulers": 0,
     "--mm-attention-backend": 1,
     "--enable-nccl-nvls": 0,
     "--weight-loader-prefetch-checkpoints": 0,
@@ -851,6 +856,9 @@ class ServeQuestion:
     page_size: int | None = None  # SGLang's --page-size as given (None: its default, 1)
     # SGLang's --swa-full-tokens-ratio as given (None: its default; DeepSeek-V4: engines/sglang/dsv4_pool.py)
     swa_full_tokens_ratio: float | None = None
+    # SGLang's DeepSeek-V4 compressor-state element, bytes (SGLANG_DSV4_COMPRESS_STATE_DTYPE: 4 float32, its default;
+    # 2 bfloat16): engines/sglang/serve.py dsv4_state_dtype_env
+    dsv4_state_bytes: int = 4
     # SGLang's --swa-prefix-tails as given (None: its default, 4 x max_running_requests a worker with the radix cache;
     # DeepSeek-V4.1's cap-mode headroom: engines/sglang/dsv4_pool.py PREFIX_TAILS_SOURCE)
     swa_prefix_tails: int | None = None
@@ -1098,6 +1106,18 @@ def parse_serve(
     block_raw = flags.get("--block-size")
     if block_raw is not None:  # else as the family read it (tpu-inference's dense-MLA page) or None
         r.block = flag_int("--block-size", block_raw)
+    revision = flags.pop("--revision", None)
+    if revision is not None:  # the checkpoint's HF revision: read where it is the one the bundled config was read at
+        from k3plan.models.loader import bundled_revisions
+
+        cited = bundled_revisions(resolved)
+        if revision.strip() not in cited:
+            raise K3PlanError(
+                f"--serve: --revision {revision}: not a revision k3plan's {resolved} config was read at "
+                f"({', '.join(sorted(cited)) or 'its provenance cites none'}: models/bundled/{resolved}/"
+                "provenance.json revisions_cited); another revision's config is not priced"
+            )
+        r.ignored.append("--revision")
     for name in list(flags):
         if name in IGNORED:
             r.ignored.append(name)
@@ -1189,6 +1209,7 @@ def parse_serve(
         prefill_conditions=r.prefill_conditions,
         page_size=r.page_size,
         swa_full_tokens_ratio=r.swa_ratio,
+        dsv4_state_bytes=r.dsv4_state_bytes,
         swa_prefix_tails=r.swa_prefix_tails,
         mamba_cache_size=r.mamba_cache_size,
         mamba_full_memory_ratio=r.mamba_ratio,

@@ -191,6 +191,7 @@ class Reading:
     prefill_conditions: tuple[str, ...] = ()
     page_size: int | None = None  # SGLang's --page-size: the pool's page
     swa_ratio: float | None = None  # SGLang's --swa-full-tokens-ratio (DeepSeek-V4's sub-pools)
+    dsv4_state_bytes: int = 4  # SGLang's DeepSeek-V4 compressor-state element (SGLANG_DSV4_COMPRESS_STATE_DTYPE)
     swa_prefix_tails: int | None = None  # SGLang's --swa-prefix-tails (DeepSeek-V4.1's sliding-window pool in cap mode)
     mamba_cache_size: int | None = None  # SGLang's --max-mamba-cache-size: the state (mamba) pool's slots
     mamba_ratio: float | None = None  # SGLang's --mamba-full-memory-ratio: the state pool's share of the KV memory

@@ -38,6 +38,16 @@ def bundled_models() -> list[str]:
     return sorted(p.name for p in BUNDLED_DIR.iterdir() if (p / "config.json").is_file())
 
 
+def bundled_revisions(name: str) -> frozenset[str]:
+    """The Hugging Face revisions a bundled model's config was read at: the keys of its provenance.json's
+    ``revisions_cited`` (each with the public copies that pin it); empty where the provenance cites none."""
+    path = BUNDLED_DIR / name / "provenance.json"
+    if name not in bundled_models() or not path.is_file():
+        return frozenset()
+    cited = parse_json(str(path), read_text(str(path), path)).get("revisions_cited")
+    return frozenset(cited) if isinstance(cited, dict) else frozenset()
+
+
 def resolve_config_path(ref: str) -> tuple[str, Path]:
     """-> (display name, config.json path)."""
     if ref in bundled_models():  # a plain name; an absolute path would escape BUNDLED_DIR / ref

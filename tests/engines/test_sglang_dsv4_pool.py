@@ -273,3 +273,34 @@ def test_v41_under_dspark_the_budget_charges_the_draft_tokens_cap_terms(cli, fla
     )
     assert "not read" not in " ".join(spec.get("warnings", []))
     assert spec["capacity"]["max_sequences"] < plain["capacity"]["max_sequences"]
+
+
+def test_bf16_compressor_states_reproduce_a_logged_v4_flash_pool(flash):
+    """SGLANG_DSV4_COMPRESS_STATE_DTYPE=bf16 makes every compressor-state element 2 B (sglang 0.5.19 wheel,
+    model_executor/pool_configurator.py _get_dsv4_compress_state_dtype_sizes; engines/sglang/serve.py
+    STATE_DTYPE_SOURCE). Pqlet/compare-kvcache-mem-dsv4@b98e31df SGLANG_EXPERIMENT/manual_logs.txt (V4-Flash, TP 8,
+    64 running requests, bf16 states): 'bytes_per_full_token=7033.45, available_bytes=45.26 GB,
+    c128_state_fixed=0.33 GB, full_token=6859008' (tests/engines/cases/sglang-pqlet-dsv4-flash-h100-tp8-1m-mfs085)."""
+    pool = sglang_dsv4_pool(flash, max_running_requests=64, form=form_for_release((0, 5, 19)), state_bytes=2)
+    assert round(pool.bytes_per_full_token, 2) == 7033.45
+    assert round(pool.fixed_bytes / GB, 2) == 0.33
+    full = int((45.26 * GB - pool.fixed_bytes) / pool.bytes_per_full_token) // PAGE * PAGE
+    assert abs(full - 6_859_008) <= 2 * PAGE  # the available bytes are printed to 0.01 GB
+    q = parse_serve(
+        "SGLANG_DSV4_COMPRESS_STATE_DTYPE=BF16 sglang serve --model-path deepseek-ai/DeepSeek-V4-Flash --tp 8",
+        platform="gpu",
+    )
+    assert q.dsv4_state_bytes == 2
+    # no such variable before 0.5.14 (engines/sglang/serve.py STATE_DTYPE_FROM): the states stay f32
+    q = parse_serve(
+        "SGLANG_DSV4_COMPRESS_STATE_DTYPE=bf16 sglang serve --model-path deepseek-ai/DeepSeek-V4-Flash --tp 8",
+        platform="gpu",
+        release=(0, 5, 13),
+    )
+    assert q.dsv4_state_bytes == 4
+    with pytest.raises(K3PlanError, match="SGLang refuses it") as err:
+        parse_serve(
+            "SGLANG_DSV4_COMPRESS_STATE_DTYPE=fp16 sglang serve --model-path deepseek-ai/DeepSeek-V4-Flash --tp 8",
+            platform="gpu",
+        )
+    assert "\n" not in str(err.value)

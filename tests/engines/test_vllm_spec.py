@@ -226,3 +226,37 @@ def test_a_deepseek_v4_drafter_s_auto_kv_dtype_is_the_target_s_fp8_ds_mla():
     assert q.speculative.method == "mtp"
     with pytest.raises(K3PlanError, match="kv_cache_dtype"):
         parse_serve(f"{FLASH} --speculative-config '{spec.replace('auto', 'bfloat16')}'", platform="gpu")
+
+
+DASHED = (
+    "--speculative-config.method=mtp --speculative-config.num-speculative-tokens=2 "
+    "--speculative-config.draft-sample-method=probabilistic --speculative-config.rejection-sample-method=block"
+)
+
+
+def test_dashed_speculative_keys_read_as_underscores_from_0_26_0():
+    """The dotted flags keep a nested key as written; vLLM rewrites its dashes to underscores before
+    SpeculativeConfig(**...) from 0.26.0 (vllm/engine/arg_utils.py EngineArgs.create_speculative_config, the 0.26.0
+    wheel; not in 0.25.0's): the single-MI300X DeepSeek-V4-Flash-0731 stack's DSpark flags
+    (tests/engines/cases/vllm-mi300x-stack-dsv4-flash-0731-tp1-kv20g-dspark7.yaml)."""
+    from k3plan.engines.vllm.spec import DASHED_KEYS_FROM
+
+    assert DASHED_KEYS_FROM == (0, 26, 0)
+    for release in ((0, 26, 0), (0, 34, 0), None):
+        q = parse_serve(f"{FLASH} {DASHED}", platform="gpu", release=release)
+        assert (q.speculative.method, q.speculative.num_speculative_tokens) == ("mtp", 2)
+    with pytest.raises(K3PlanError, match="'draft-sample-method' is not one k3plan reads") as err:
+        parse_serve(f"{FLASH} {DASHED}", platform="gpu", release=(0, 25, 0))
+    assert "\n" not in str(err.value)
+
+
+def test_a_revision_is_read_only_where_the_bundled_config_was_read_at_it():
+    """--revision picks the checkpoint's snapshot: read where it is one the bundle's provenance.json cites
+    (revisions_cited), refused in one line otherwise (tests/engines/cases/vllm-dsserving-*.yaml pin 7872f01b /
+    dba1be0a, the revisions models/bundled/deepseek-v4-flash-0731 and deepseek-v4.1-flash cite)."""
+    base = "vllm serve deepseek-ai/DeepSeek-V4-Flash-0731 --tensor-parallel-size 8 --revision "
+    q = parse_serve(base + "7872f01b1d1fe23eabc4c98b48bffcef5a386062", platform="gpu")
+    assert "--revision" in q.ignored
+    with pytest.raises(K3PlanError, match="not a revision k3plan's deepseek-v4-flash-0731 config was read at") as err:
+        parse_serve(base + "main", platform="gpu")
+    assert "\n" not in str(err.value)

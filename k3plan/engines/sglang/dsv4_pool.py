@@ -360,9 +360,10 @@ def sglang_dsv41_pool(
     )
 
 
-def c128_row_bytes(d: DSV4Dims) -> int:
-    """A c128 compressor-state row: 2 x head_dim f32 (FORM_0515_SOURCE)."""
-    return 2 * d.head_dim * F32
+def c128_row_bytes(d: DSV4Dims, state_bytes: int = F32) -> int:
+    """A c128 compressor-state row: 2 x head_dim elements of ``state_bytes`` (f32, SGLang's default; 2 under
+    SGLANG_DSV4_COMPRESS_STATE_DTYPE=bf16: engines/sglang/serve.py STATE_DTYPE_SOURCE) (FORM_0515_SOURCE)."""
+    return 2 * d.head_dim * state_bytes
 
 
 def c128_state_rows(max_running_requests: int, ring: int = RING[128]) -> int:
@@ -380,12 +381,15 @@ def sglang_dsv4_pool(
     max_running_requests: int | None = None,
     form: str = FORMS[0],
     speculative: bool = False,
+    state_bytes: int = F32,
 ) -> SglangDsv4Pool:
     """SGLang's bytes a full token for DeepSeek-V4 (module docstring); ``swa_ratio``: --swa-full-tokens-ratio,
     ``page``: --page-size (None: SGLang's V4 defaults, DEFAULTS_SOURCE); ``max_running_requests``: a worker's (the
     server's // its dp_size; None: SGLang's V4 default, DSV4_RUNNING), which sizes the current release's fixed c128
     states; ``form``: the release's (``FORMS``); ``speculative``: EAGLE's draft on (engines/sglang/spec.py
-    DSV4_SPEC_SOURCE): the rings of 16 / 256 rows and a full token's bytes x (T + 1) / T, read in 0.5.15's form only."""
+    DSV4_SPEC_SOURCE): the rings of 16 / 256 rows and a full token's bytes x (T + 1) / T, read in 0.5.15's form only;
+    ``state_bytes``: a compressor-state element (4: f32, SGLang's default; 2 under SGLANG_DSV4_COMPRESS_STATE_DTYPE=
+    bf16, engines/sglang/serve.py STATE_DTYPE_SOURCE)."""
     if form not in FORMS:
         raise ValueError(f"SGLang DeepSeek-V4 pool form {form!r}: expected one of {', '.join(FORMS)}")
     if speculative and form not in FIXED_C128_FORMS:
@@ -401,7 +405,7 @@ def sglang_dsv4_pool(
     kv = nope + 2 * rope + 8
     index = d.index_head_dim + d.index_head_dim // 128 * 4
     a = nope + rope
-    s4, s128, si = 2 * 2 * a * F32, c128_row_bytes(d), 2 * 2 * d.index_head_dim * F32
+    s4, s128, si = 2 * 2 * a * state_bytes, c128_row_bytes(d, state_bytes), 2 * 2 * d.index_head_dim * state_bytes
     w = d.sliding_window
     current = form in FIXED_C128_FORMS
     if form == "0.5.21":  # the paged layout's bytes, the c4 rings per engine page (FORM_0521_SOURCE)
@@ -430,7 +434,7 @@ def sglang_dsv4_pool(
     v21 = form == "0.5.21"
     pg = page or PAGE
     rings = (
-        f"f32 compressor rings of {ring[4]} rows a "
+        f"{'f32' if state_bytes == F32 else f'{state_bytes} B'} compressor rings of {ring[4]} rows a "
         + (f"{pg}-token engine page (c4)" if v21 else f"{w}-token window page (c4)")
         + f", the c128 rings apart: {c128_state_rows(running, ring[128]):,} rows x {s128:,} B x {n128} layers = "
         f"{fixed:,} B for {running:,} running requests a worker ({FORM_0515_SOURCE})"
@@ -441,7 +445,8 @@ def sglang_dsv4_pool(
             else ""
         )
         if current
-        else f"f32 compressor rings of {ring[4]} / {ring[128]} rows a {w}-token window page (SGLang {form}'s form)"
+        else f"{'f32' if state_bytes == F32 else f'{state_bytes} B'} compressor rings of {ring[4]} / {ring[128]} rows "
+        f"a {w}-token window page (SGLang {form}'s form)"
     )
     return SglangDsv4Pool(
         bytes_per_full_token=bpft,

@@ -234,8 +234,48 @@ def dsv4_fp4_experts_env(r: Reading) -> None:
         )
 
 
+# DeepSeek-V4's compressor-state dtype (sglang 0.5.14-0.5.23 wheels (PyPI), srt/environ.py
+# SGLANG_DSV4_COMPRESS_STATE_DTYPE = EnvStr("float32"); model_executor/pool_configurator.py
+# _get_dsv4_compress_state_dtype_sizes: float32 / fp32 -> 4 B, bfloat16 / bf16 -> 2 B, stripped and lower-cased,
+# anything else a ValueError): the element of every compressor-state ring the pool prices (engines/sglang/dsv4_pool.py
+# sglang_dsv4_pool state_bytes). The 0.5.11-0.5.13 wheels have no such variable: set there it changes nothing
+STATE_DTYPE_ENV = "SGLANG_DSV4_COMPRESS_STATE_DTYPE"
+STATE_DTYPE_FROM = (0, 5, 14)
+STATE_DTYPE_SOURCE = (
+    "sglang 0.5.14-0.5.23 wheels (PyPI), srt/environ.py SGLANG_DSV4_COMPRESS_STATE_DTYPE (default float32), "
+    "model_executor/pool_configurator.py _get_dsv4_compress_state_dtype_sizes"
+)
+STATE_DTYPE_BYTES = {"float32": 4, "fp32": 4, "bfloat16": 2, "bf16": 2}
+
+
+def dsv4_state_dtype_env(r: Reading) -> None:
+    """``SGLANG_DSV4_COMPRESS_STATE_DTYPE`` read as SGLang reads it (STATE_DTYPE_SOURCE); a value it refuses is
+    refused as SGLang refuses it."""
+    raw = r.env.get(STATE_DTYPE_ENV)
+    if raw is None:
+        return
+    r.env_read.add(STATE_DTYPE_ENV)
+    if r.release is not None and r.release < STATE_DTYPE_FROM:
+        return  # not a variable that release reads (STATE_DTYPE_SOURCE)
+    value = raw.strip().lower()
+    if value not in STATE_DTYPE_BYTES:
+        raise K3PlanError(
+            f"--serve: {STATE_DTYPE_ENV}={raw}: SGLang refuses it ('Unsupported {STATE_DTYPE_ENV}={value!r}. Expected "
+            f"one of: float32, fp32, bfloat16, bf16.', {STATE_DTYPE_SOURCE})"
+        )
+    r.dsv4_state_bytes = STATE_DTYPE_BYTES[value]
+
+
 KNOWN_ENV = frozenset(
-    {LONG_CONTEXT_ENV, SYMM_PREALLOC_ENV, ENGRAM_HOST_ENV, ENGRAM_LAYOUT_ENV, FP4_EXPERTS_ENV, *MEGA_MOE_ENV}
+    {
+        LONG_CONTEXT_ENV,
+        SYMM_PREALLOC_ENV,
+        ENGRAM_HOST_ENV,
+        ENGRAM_LAYOUT_ENV,
+        FP4_EXPERTS_ENV,
+        STATE_DTYPE_ENV,
+        *MEGA_MOE_ENV,
+    }
 )
 
 
@@ -683,6 +723,7 @@ def read(r: Reading) -> None:
         raise K3PlanError("--serve: --kv-cache-dtype nvfp4_ds_mla is vLLM's DeepSeek-V4.1 record, not SGLang's")
     engram_host_env(r)
     dsv4_fp4_experts_env(r)
+    dsv4_state_dtype_env(r)
     r.quantization()
     from k3plan.engines.stack import load_stack
 

@@ -1050,7 +1050,7 @@ def read(r: Reading) -> None:
     r.quantization()
     # issue 47 item 1: priced in engines/vllm/spec.py; a drafter's kv_cache_dtype read against the target's
     ds_mla = r.resolve is not None and r.resolve(r.model).startswith("deepseek-v4")  # V4's fp8_ds_mla layout
-    r.speculative = read_speculative(get, r.model, kv_cache_dtype=r.kv_raw, ds_mla=ds_mla)
+    r.speculative = read_speculative(get, r.model, kv_cache_dtype=r.kv_raw, ds_mla=ds_mla, release=r.release)
     if r.speculative is not None and r.platform == "tpu":
         raise K3PlanError(
             "--serve: speculative decoding on a TPU: the torch_tpu plugin's drafter (its weights, KV and compiled "

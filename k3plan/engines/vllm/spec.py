@@ -139,6 +139,13 @@ KV_KEY = "kv_cache_dtype"
 KV_SOURCE = "vllm/config/speculative.py SpeculativeConfig.kv_cache_dtype (vllm 0.31.0-0.34.0 wheels)"
 # vLLM's spellings of one KV dtype (CacheDType): bf16 is bfloat16's, fp8 e4m3's
 _KV_ALIASES = {"bf16": "bfloat16", "fp8_e4m3": "fp8"}
+# A key spelled with dashes (``--speculative-config.num-speculative-tokens=7``: the dotted flag keeps the nested key as
+# written, vllm/utils/argparse_utils.py FlexibleArgumentParser.parse_args) is read as its underscore spelling from
+# 0.26.0: EngineArgs.create_speculative_config rewrites ``{k.replace("-", "_"): v for k, v in
+# self.speculative_config.items()}`` before SpeculativeConfig(**...) (vllm 0.26.0-0.31.0, 0.33.0 and 0.34.0 wheels
+# (PyPI), vllm/engine/arg_utils.py); the 0.11.1-0.25.0 wheels pass the keys as given, so a dashed key stays unknown
+DASHED_KEYS_FROM = (0, 26, 0)
+DASHED_KEYS_SOURCE = "vllm 0.26.0-0.34.0 wheels (PyPI), vllm/engine/arg_utils.py EngineArgs.create_speculative_config"
 
 
 def _same_kv(draft: str, target: str, *, ds_mla: bool = False) -> bool:
@@ -181,11 +188,14 @@ class DraftPricing(Frozen):
     target_hidden_row_bytes: int = 0
 
 
-def read_speculative(get, model_text: str, *, kv_cache_dtype: str = "auto", ds_mla: bool = False) -> SpecServe | None:
+def read_speculative(
+    get, model_text: str, *, kv_cache_dtype: str = "auto", ds_mla: bool = False, release: tuple[int, ...] | None = None
+) -> SpecServe | None:
     """``--speculative-config`` (JSON), ``--num-speculative-tokens`` and ``--speculative-model`` (vLLM < 0.10's
     flags) -> the method and token count; a method or key k3plan cannot price is refused by name (one line).
     ``kv_cache_dtype``: the command's --kv-cache-dtype, which the drafter's own ``kv_cache_dtype`` is read against;
-    ``ds_mla``: the target is DeepSeek-V4's (its fp8_ds_mla layout, ``_same_kv``)."""
+    ``ds_mla``: the target is DeepSeek-V4's (its fp8_ds_mla layout, ``_same_kv``); ``release``: the vLLM release
+    (None: the newest), whose dashed keys read as underscores from DASHED_KEYS_FROM."""
     raw = get("--speculative-config", None)
     old_n = get("--num-speculative-tokens", None)
     old_model = get("--speculative-model", None)
@@ -206,6 +216,8 @@ def read_speculative(get, model_text: str, *, kv_cache_dtype: str = "auto", ds_m
             ) from None
         if not isinstance(cfg, dict):
             raise K3PlanError(f"--serve: --speculative-config {raw!r}: expected a JSON object")
+        if release is None or release >= DASHED_KEYS_FROM:  # DASHED_KEYS_SOURCE
+            cfg = {k.replace("-", "_"): v for k, v in cfg.items()}
         given = f"--speculative-config {raw}"
     else:
         cfg = {"model": old_model} if old_model is not None else {}
