@@ -92,6 +92,24 @@ def test_megamoe_holds_one_packed_copy_more_than_deepep_on_b200(cli):
         assert r.exit_code == 0 and eng["starts"]
         got[a2a] = eng["weights_bytes"]
     kw = dict(model="deepseek-v4-pro", hardware="nvidia-b200", topology="8", tp=1, ep=8, dp=8)
-    experts = [t for t in setup_from(**kw, stack="dp-attention").model.inventory.text if t.role == "expert" and t.fmt == "ds_fp4"]
+    experts = [
+        t
+        for t in setup_from(**kw, stack="dp-attention").model.inventory.text
+        if t.role == "expert" and t.fmt == "ds_fp4"
+    ]
     blocks = sum(t.params for t in experts) // 32 // 8
     assert got["megamoe"] - got["deepep"] == pytest.approx(blocks, rel=1e-6)
+
+
+def test_the_jit_deepgemm_switch_is_read_as_sglang_parses_it():
+    from k3plan.errors import K3PlanError
+
+    cmd = PRO + " --moe-a2a-backend deepep"
+    q = parse_serve("SGLANG_ENABLE_JIT_DEEPGEMM=0 " + cmd, platform="gpu", device_gib=178.4, device_name="nvidia-b200")
+    assert q.expert_format is None  # no DeepGEMM: the fp32 scales stay, as the stack's deepep choice holds them
+    q = parse_serve(cmd, platform="gpu", device_gib=178.4, device_name="nvidia-b200")
+    assert q.expert_format is not None and q.expert_format[0] == PACKED
+    with pytest.raises(K3PlanError, match="not a valid boolean"):
+        parse_serve(
+            "SGLANG_ENABLE_JIT_DEEPGEMM=maybe " + cmd, platform="gpu", device_gib=178.4, device_name="nvidia-b200"
+        )

@@ -905,6 +905,7 @@ def fp4_scales(r: Reading, runner: str | None) -> None:
     if not _bundled(r).startswith("deepseek-v4"):
         return
     if JIT_DEEPGEMM_ENV in r.env:
+        _env_bool(r, JIT_DEEPGEMM_ENV)  # a value EnvBool refuses, refused
         r.env_read.add(JIT_DEEPGEMM_ENV)
     r.expert_format = dsv4_fp4_expert_format(
         release=r.release,
