@@ -128,6 +128,7 @@ def make_setup(
     engine_env: Optional[dict[str, str]] = None,
     expert_pad: Optional[tuple[int, int, str]] = None,
     expert_copies: Optional[tuple[int, str]] = None,
+    expert_format: Optional[tuple[str, str]] = None,
     fraction_scale: Optional[tuple[float, str]] = None,
     vision_whole: bool = False,
     lm_head_whole_tp: Optional[Cite] = None,
@@ -151,7 +152,9 @@ def make_setup(
     (``Stack.with_engine_release``); ``expert_pad``: the
     engine's padding of TP-split expert shards, as a serve command without expert parallelism runs them
     (``Stack.with_expert_pad``); ``expert_copies``: the routed experts the engine holds more than once a rank, as
-    a serve command runs it (``Stack.with_expert_copies``); ``fraction_scale``: a factor the engine applies to its static memory fraction
+    a serve command runs it (``Stack.with_expert_copies``); ``expert_format``: the runtime format the engine holds a
+    DeepSeek-V4 checkpoint's FP4 routed experts in where a serve command's release and GPU decide it, and why
+    (``Stack.with_expert_format``); ``fraction_scale``: a factor the engine applies to its static memory fraction
     (``Stack.with_fraction_scale``); ``vision_whole``: the engine builds the vision tower whole on every device
     (``Stack.with_vision_whole``); ``lm_head_whole_tp``: the engine splits the LM head over its whole TP group, every
     device of a stage, where it holds it so (the cite; ``Stack.with_lm_head_whole_tp``); ``decode_graph``: SGLang's decode CUDA-graph batch as a serve command sets it and
@@ -183,6 +186,7 @@ def make_setup(
         .with_engine_release(engine_release, engine_block, engine_env)
         .with_expert_pad(expert_pad)
         .with_expert_copies(expert_copies)
+        .with_expert_format(expert_format)
         .with_fraction_scale(fraction_scale)
         .with_vision_whole(vision_whole)
         .with_lm_head_whole_tp(lm_head_whole_tp)

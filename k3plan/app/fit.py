@@ -431,7 +431,9 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
         full_tp = q.tp * (q.dp if dp_attention else 1)  # tp_size: attention TP x dp_size under DP attention
         # the draft's tensors in the forms the command's stack holds the target's (the draft's MoE runs the target's
         # runner: engines/sglang/spec.py DRAFT_RUNNER)
-        held_stack = parse_stack(q.stack).with_options(**q.stack_options).with_defaults()
+        held_stack = (
+            parse_stack(q.stack).with_options(**q.stack_options).with_defaults().with_expert_format(q.expert_format)
+        )
         q = dataclasses.replace(
             q,
             draft=sglang_draft(
@@ -562,6 +564,12 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
         # only: in the budget's weights (Stack.expert_copies), held but not read by the step
         opts["expert_copies"] = q.expert_copies
         q = dataclasses.replace(q, caveats=(*q.caveats, q.expert_copies[1]))
+    if q.expert_format is not None and "ds_fp4" in _routed_formats(model):
+        # the FP4 routed experts in the form the command's release and GPU hold them (a repacking of their scales at
+        # load the stack's options do not see: ServeQuestion.expert_format), in the budget's weights and the step's
+        # reads (Stack.with_expert_format)
+        opts["expert_format"] = q.expert_format
+        q = dataclasses.replace(q, caveats=(*q.caveats, q.expert_format[1]))
     scale_rule = engine_rules(q.stack).fraction_scale
     if scale_rule is not None and hw.kind == "gpu":
         # a cut the engine applies to its static memory fraction (SGLang 0.4.7-0.5.4 under aiter): the budget's reserve

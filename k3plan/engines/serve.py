@@ -895,6 +895,9 @@ class ServeQuestion:
     # (copies, why): the routed experts held that many times a rank where the checkpoint's are block FP8 (SGLang
     # 0.4.8.post1-0.4.9.post4's EP MoE under aiter: engines/sglang/ep_moe_copy.py; Stack.expert_copies); None: once
     expert_copies: Any = None
+    # (format, why): DeepSeek-V4's FP4 experts (ds_fp4) in the form the command's release and GPU hold them
+    # (engines/sglang/fp4_scales.py; Stack.with_expert_format); None: the stack's own runtime format
+    expert_format: Any = None
 
     @property
     def stack_ref(self) -> str:
@@ -1222,6 +1225,7 @@ def parse_serve(
         shared_expert_whole=r.shared_expert_whole,
         dense_mlp_whole=r.dense_mlp_whole,
         expert_copies=r.expert_copies,
+        expert_format=r.expert_format,
         mlp_whole_tp=r.mlp_whole_tp,
         release=release,
         release_default=release_default,

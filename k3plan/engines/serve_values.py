@@ -165,6 +165,10 @@ class Reading:
     # (SGLang 0.4.8.post1-0.4.9.post4's EP MoE under aiter: engines/sglang/ep_moe_copy.py; fit checks the format and
     # sets Stack.expert_copies); None: once
     expert_copies: Any = None
+    # (format, why): the runtime format the engine holds the checkpoint's DeepSeek-V4 FP4 experts (ds_fp4) in where
+    # the command's release and GPU decide it apart from the stack's options (SGLang's DeepGEMM scale packing:
+    # engines/sglang/fp4_scales.py; Stack.with_expert_format); None: the stack's own
+    expert_format: Any = None
     kv_raw: str = "auto"
     engram: str | None = None
     engram_host_copies: str | None = None  # vLLM's dp_shared_memory: "node" (None: the engine's default)

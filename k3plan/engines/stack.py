@@ -779,6 +779,16 @@ class Stack(Spec):
             raise ValueError(f"expert copies {copies[0]}: expected at least 1")
         return updated(self, expert_copies=(int(copies[0]), str(copies[1])))
 
+    def with_expert_format(self, fmt: tuple[str, str] | None, checkpoint_fmt: str = "ds_fp4") -> Stack:
+        """The stack whose engine holds the routed experts stored as ``checkpoint_fmt`` in ``fmt[0]`` (and why), set
+        over its runtime formats (``runtime_format``: ``expert@<checkpoint format>``); None: as it is."""
+        if fmt is None:
+            return self
+        from k3plan.models.formats import get_format
+
+        get_format(fmt[0])  # refuses a format k3plan does not know
+        return updated(self, runtime_formats={**self.runtime_formats, f"expert@{checkpoint_fmt}": str(fmt[0])})
+
     def with_fraction_scale(self, scale: tuple[float, str] | None) -> Stack:
         """The stack whose engine multiplies its static memory fraction by ``scale`` (``fraction_scale``: the factor
         and why); None: as it is."""

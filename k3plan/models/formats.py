@@ -11,6 +11,14 @@ hold it. One registry; every byte count in k3plan goes through ``FORMATS[name].n
   the load leaves resident and no kernel reads (``Format.unread``): SGLang's Marlin MXFP4 MoE method keeps the fp32
   ``w13/w2_weight_scale_inv`` Parameters it allocated beside the E8M0 ones Marlin reads (engines/sglang/stack.yaml
   option moe_runner_backend): 5.25 bits held, 4.25 read.
+- mxfp4_ue8m0_packed: MXFP4 codes with the 32-block scales as DeepGEMM lays them out on an SM100 GPU
+  (``transform_sf_into_required_layout`` at recipe (1, 32): ``get_mn_major_tma_aligned_packed_ue8m0_tensor``, four UE8M0
+  bytes an int32, MN-major, the rows aligned to 4 and each row's scales to whole int32 words): 4.25 bits where the rows
+  are a multiple of 4 and the inputs of 128, as SGLang's Fp8MoEMethod repacks DeepSeek-V4's fp32 FP4 expert scales for
+  the DeepGEMM runner (engines/sglang/fp4_scales.py).
+- mxfp4_ue8m0_packed_x2: the same with the packed scales held twice and read once (``Format.unread``): SGLang's MegaMoE
+  weight build keeps the packed scales for the DeepEP-layout path and a UTCCP-transposed copy for the MegaMoE kernel
+  (engines/sglang/fp4_scales.py): 4.5 bits held, 4.25 read.
 - fp4_f32scale_b512: FP4 E2M1 codes (0.5 B a parameter) with one fp32 scale per 512 inputs of a row, as the torch_tpu
   vLLM plugin requantizes DeepSeek-V4's FP4 experts at load (MOE_REQUANTIZE_BLOCK_SIZE, default 512;
   engines/torchtpu_vllm/stack.yaml): 4.0625 bits; a row's last block counted whole.
@@ -131,6 +139,26 @@ def _mxfp4_e8m0_f32kept_bytes(shape: tuple[int, ...]) -> int:
     return _mxfp4_bytes(shape) + _f32_scale_copy_bytes(shape)
 
 
+def _ue8m0_packed_scale_bytes(shape: tuple[int, ...]) -> int:
+    """DeepGEMM's packed UE8M0 scales of an MXFP4 tensor: int32 words of four scales, the rows aligned to 4
+    (get_tma_aligned_size(mn, 4): 16 B) and each row's inp / 32 scales to whole words."""
+    out, inp = _out_in(shape)
+    if inp % 32:
+        raise K3PlanError(f"mxfp4 needs the input dim divisible by 32, got shape {list(shape)}")
+    rows = 4 * math.ceil(out / 4)
+    words = math.ceil(inp // 32 / 4)
+    return _lead(shape) * rows * words * 4
+
+
+def _mxfp4_ue8m0_packed_bytes(shape: tuple[int, ...]) -> int:
+    out, inp = _out_in(shape)
+    return _lead(shape) * out * inp // 2 + _ue8m0_packed_scale_bytes(shape)
+
+
+def _mxfp4_ue8m0_packed_x2_bytes(shape: tuple[int, ...]) -> int:
+    return _mxfp4_ue8m0_packed_bytes(shape) + _ue8m0_packed_scale_bytes(shape)
+
+
 def _fp4_f32scale_b512_bytes(shape: tuple[int, ...]) -> int:
     out, inp = _out_in(shape)
     if inp % 2:
@@ -222,6 +250,29 @@ FORMATS: dict[str, Format] = {
         ),
         quantized=True,
         unread=_f32_scale_copy_bytes,
+    ),
+    # DeepSeek-V4's FP4 experts as SGLang holds them for DeepGEMM on an SM100 GPU (engines/sglang/fp4_scales.py)
+    "mxfp4_ue8m0_packed": Format(
+        name="mxfp4_ue8m0_packed",
+        bits_per_param=4.25,
+        nbytes=_mxfp4_ue8m0_packed_bytes,
+        parts=(
+            ("_packed", "U8", lambda s: (*s[:-1], s[-1] // 2)),
+            ("_scale", "I32", lambda s: (*s[:-2], 4 * math.ceil(s[-2] / 4), math.ceil(s[-1] // 32 / 4))),
+        ),
+        quantized=True,
+    ),
+    "mxfp4_ue8m0_packed_x2": Format(
+        name="mxfp4_ue8m0_packed_x2",
+        bits_per_param=4.5,
+        nbytes=_mxfp4_ue8m0_packed_x2_bytes,
+        parts=(
+            ("_packed", "U8", lambda s: (*s[:-1], s[-1] // 2)),
+            ("_scale", "I32", lambda s: (*s[:-2], 4 * math.ceil(s[-2] / 4), math.ceil(s[-1] // 32 / 4))),
+            ("_scale_utccp", "I32", lambda s: (*s[:-2], 4 * math.ceil(s[-2] / 4), math.ceil(s[-1] // 32 / 4))),
+        ),
+        quantized=True,
+        unread=_ue8m0_packed_scale_bytes,
     ),
     "fp8_block": Format(
         name="fp8_block",

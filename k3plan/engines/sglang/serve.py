@@ -23,6 +23,7 @@ from k3plan.engines.serve_values import (
 from k3plan.engines.serve_values import unabbreviated as shared_unabbreviated
 from k3plan.engines.sglang.ep_moe_copy import AITER_ENV, ep_moe_copies
 from k3plan.engines.sglang.flags import SGLANG_A2A_DEFAULT
+from k3plan.engines.sglang.fp4_scales import JIT_DEEPGEMM_ENV, dsv4_fp4_expert_format
 from k3plan.engines.sglang.fraction_eras import RESERVE_FORM_FROM, era_chunk, era_fraction
 from k3plan.engines.sglang.kernels import BLACKWELL
 from k3plan.engines.sglang.mega_moe import (
@@ -782,6 +783,7 @@ def read(r: Reading) -> None:
     shared_fusion(r)  # after DP attention and the all-to-all are read
     dense_tp(r)
     ep_moe_copy(r, ep_moe_on)
+    fp4_scales(r, runner)  # after the all-to-all and the runner are read
     mlp_whole_tp(r)  # after --moe-dense-tp-size and the shared experts' fusion are read
     deepep_mode(r)
     deepep_config(r)  # after the all-to-all is read
@@ -935,6 +937,24 @@ def _env_bool(r: Reading, name: str) -> bool | None:
             f"--serve: {name}={raw}: SGLang refuses it ('\"{raw.lower()}\" is not a valid boolean value')"
         )
     return got
+
+
+def fp4_scales(r: Reading, runner: str | None) -> None:
+    """DeepSeek-V4's FP4 expert scales as the command's release holds them on its GPU under its all-to-all and MoE
+    runner (engines/sglang/fp4_scales.py): ``Reading.expert_format`` where that differs from the stack's option
+    choices, which fit sets over the stack's runtime format of the ds_fp4 experts."""
+    if not _bundled(r).startswith("deepseek-v4"):
+        return
+    if JIT_DEEPGEMM_ENV in r.env:
+        _env_bool(r, JIT_DEEPGEMM_ENV)  # a value EnvBool refuses, refused
+        r.env_read.add(JIT_DEEPGEMM_ENV)
+    r.expert_format = dsv4_fp4_expert_format(
+        release=r.release,
+        device=r.device_name,
+        a2a=r.options.get("moe_a2a_backend", SGLANG_A2A_DEFAULT),
+        runner=runner,
+        env=r.env,
+    )
 
 
 def mega_moe(r: Reading) -> None:
