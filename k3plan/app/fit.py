@@ -925,10 +925,38 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         # the devices one engine runs on: a TPU worker that sums their pools counts its blocks over them
         # (HbmWorker.sums_devices)
         mesh_devices=setup.parallel.tp * setup.parallel.dp,
+        # the profile run's multimodal dummy batch beside the language model's (engines/vllm/mm_profile.py)
+        mm_profile=_vllm_mm_profile(served, setup, result, kind=hw.kind),
     )
     if got is None:
         return None
     return _with_serve(got.as_json(), result, served)
+
+
+def _vllm_mm_profile(served, setup: Setup, result: FitResult, *, kind: str) -> tuple[int, int, str] | None:
+    """(live bytes, the encoder's peak, source) of vLLM's multimodal profile for a GPU serve command whose engine builds
+    the vision tower (not --language-model-only, not every modality limited to 0) and profiles it (not
+    --skip-mm-profiling): engines/vllm/mm_profile.py; None elsewhere."""
+    from k3plan.engines.vllm.mm_profile import kimi_k25_mm_profile
+    from k3plan.models.families.moonvit import vision_encoder_dims
+
+    if served is None or kind != "gpu" or not _loads_vision(setup.model, served):
+        return None
+    if "--skip-mm-profiling" in served.ignored:
+        return None
+    dims = vision_encoder_dims(setup.model.inventory)
+    if dims is None:
+        return None
+    got = kimi_k25_mm_profile(
+        release=served.release,
+        architecture=setup.model.spec.architecture,
+        text_hidden=setup.model.spec.hidden_size,
+        vision_width=dims[1],
+        max_num_batched_tokens=result.workload.prefill_chunk_tokens,
+        max_model_len=result.workload.context_tokens,
+        max_num_seqs=served.batch,
+    )
+    return None if got is None else (got.live, got.encoder_peak, got.source)
 
 
 MLA_KV_LABEL = "MLA up-projected K/V over the context"

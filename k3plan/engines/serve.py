@@ -144,7 +144,8 @@ IGNORED = {
     # kernel choices, warmup, scheduling class, streaming, event publishing, logging and timeouts of the vLLM workers in
     # NVIDIA Dynamo's Kimi-K3 recipes (ai-dynamo/dynamo recipes/kimi-k3/vllm/agg-gb200-agentic and agg-h200-agentic):
     # which kernel runs or how the host talks, not what the pool holds. --skip-mm-profiling leaves the vision encoder
-    # out of the profile run, whose activation k3plan does not price either
+    # out of the profile run: listed as ignored, and app/fit.py then prices no multimodal dummy batch
+    # (engines/vllm/mm_profile.py)
     "--attention-backend": 1,
     "--mm-encoder-attn-backend": 1,
     "--kda-prefill-backend": 1,

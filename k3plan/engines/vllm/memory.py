@@ -681,6 +681,7 @@ def engine_sizing(
     step_options: dict[str, str] | None = None,
     graph_profile_oom: tuple[int, str, str] | None = None,
     mesh_devices: int = 1,
+    mm_profile: tuple[int, int, str] | None = None,
 ) -> EngineSizing | None:
     """The sizing of the stack's engine from a fit's numbers; None where the stack's pool is not vLLM's
     (kv_pool method utilization_minus_profile: GPU vLLM; utilization_minus_resident: the torch_tpu plugin).
@@ -717,7 +718,10 @@ def engine_sizing(
     over ``max_num_batched_tokens`` a rank); None: not priced.
     ``graph_profile_oom``: (bytes beside the weights, what they are, where raised) that CUDA-graph profiling needs at
     once (engines/vllm/mla_workspace.py graph_profile_need): the start dies there where the weights and they exceed
-    the visible memory; None: not priced."""
+    the visible memory; None: not priced.
+    ``mm_profile``: (bytes live beside the language model's dummy run and sampler warm-up, the encoder's own peak
+    before them, source) of the profile run's multimodal dummy batch (engines/vllm/mm_profile.py): the torch peak is
+    the larger of the encoder's peak and the language model's peak plus the live bytes; None: none priced."""
     if kv_pool_method not in ("utilization_minus_profile", "utilization_minus_resident"):
         return None
     # the torch_tpu plugin's per-layer layout (paging 'separate'): its own page, --block-size when a command gives one,
@@ -981,6 +985,17 @@ def engine_sizing(
                 )
                 how += f"; + {dhow}, the larger of it and {peak_label}; + {rhow}"
             act = Figure(ws + lane + max(peak, logits, transient) + runner, how if dspark else f"{how}; + {peak_how}")
+        if mm_profile is not None and mm_profile[0]:
+            # the encoder outputs and dummy inputs stay live through the dummy run and the sampler warm-up; the
+            # encoder's own temporaries are gone before them (engines/vllm/mm_profile.py)
+            live, encoder_peak, mm_how = mm_profile
+            if encoder_peak > act.value + live:
+                act = Figure(
+                    encoder_peak,
+                    f"the multimodal encoder's peak, above the language model's {act.value:,} B + {live:,} B: {mm_how}",
+                )
+            else:
+                act = Figure(act.value + live, f"{act.source}; + {live:,} B: {mm_how}")
         non_torch = Figure(
             0,
             "not priced, 0: what vLLM measures at start and k3plan cannot derive (vllm-project/vllm@c621af16 "
