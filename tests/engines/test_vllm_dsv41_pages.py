@@ -170,3 +170,46 @@ def test_on_rocm_v41_is_charged_as_vllm_s_planner_lays_it_out_and_elsewhere_unre
     assert "was not read" not in r.output and out["capacity"]["max_sequences"] < 200
     tpu = " ".join(cli("fit", "-m", "deepseek-v4.1-flash", "-H", "tpu-v7x", "-t", "2x2x2").output.split())
     assert "the engine's own pool accounting for V4.1 here was not read" in tpu
+
+
+def test_the_0_30_to_0_32_releases_pack_v41_s_caches_generically(d):
+    """vLLM 0.30.0 .. 0.32.0 (the PyPI wheels; V41_PACKED_SOURCE): no V4 planner; a KV source's compressed cache and
+    index keys are MLAAttentionSpecs of --block-size tokens with tokens_per_state = its ratio, so a ratio-2 page holds
+    block // 2 records (Hopper, block 64: 32 x 584 = 18,688 -> 19,008 B, index 32 x 132 -> 4,608; ratio 1: 37,440 and
+    8,640); kv_cache_utils._get_packed_kv_cache_groups keeps the unbalanced compressed bucket whole (116,928 B, the
+    anchor), cuts the 40 windows (19,008 B) into cdiv(40, 116,928 // 19,008 = 6) = 7 groups and the three rings
+    (8 rows x 1,024 f32, unpadded: 32,768 B) into one; a block costs the largest group's pages, 116,928 B."""
+    from k3plan.engines.vllm.dsv4_pages import v41_packed
+
+    assert not v41_packed(None) and not v41_packed((0, 29, 0)) and not v41_packed((0, 33, 0))
+    assert v41_packed((0, 30, 0)) and v41_packed((0, 32, 0))
+    p = dsv41_pages(d, block_tokens=64, sm100=False, release=(0, 31, 0))
+    assert p.groups[0].pages == (19_008, 19_008, 19_008, 37_440, 4_608, 4_608, 4_608, 8_640)  # sources 2, 8, 14, 20
+    assert p.groups[0].block_tokens == 64  # a request holds cdiv(max_model_len, 64) pages of every source
+    windows = [g for g in p.groups if g.name.startswith("window")]
+    assert [len(g.pages) for g in windows] == [6, 6, 6, 6, 6, 5, 5]
+    assert [g.pages for g in p.groups if g.ring] == [(32_768,) * 3]
+    assert p.block_bytes == p.check_block_bytes == p.check_reserve_bytes == 116_928
+    # 262,144 tokens, two batches of 8,192 in flight: 4,096 + 7 x (cdiv(127 + 16,384, 32) + 1) + 1 ring
+    assert p.blocks_per_request(max_model_len=262_144, max_num_batched_tokens=16_384) == 4096 + 7 * 517 + 1
+    assert dsv41_pages(d, block_tokens=64, sm100=False, release=(0, 30, 0)).groups == p.groups
+
+
+@pytest.mark.parametrize(
+    ("pool_gib", "logged"),
+    [
+        # tant2tls/Deepseek-serving@34d45df0 docs/model-setup.md (vLLM 0.31.1rc1.dev50, 8 x H100, TP 8, 262,144 tokens,
+        # 8,192 batched): "Available KV cache memory: 29.14 GiB", "GPU KV cache size: 9,092,347 tokens"
+        (29.14, 9_092_347),
+        # tant2tls/Deepseek-serving@ae9b27e2 reports/v41-vs-0731 server log (vLLM 0.30.1rc1.dev223, the same command
+        # with prefix caching on): 29.42 GiB, 9,179,728 tokens
+        (29.42, 9_179_728),
+    ],
+)
+def test_the_packed_groups_give_the_h100_logs_tokens_for_their_pools(d, pool_gib, logged):
+    """The packed groups reproduce both H100 logs' token counts from their logged pools (quoted to 0.01 GiB: within
+    0.1%); main's planner reading gives 0.53 of them."""
+    p = dsv41_pages(d, block_tokens=64, sm100=False, release=(0, 31, 0))
+    blocks = int(pool_gib * 2**30) // p.block_bytes
+    per_request = p.blocks_per_request(max_model_len=262_144, max_num_batched_tokens=2 * 8192)
+    assert int(blocks / per_request * 262_144) == pytest.approx(logged, rel=1e-3)

@@ -44,6 +44,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from k3plan.engines.release import release_text
 from k3plan.models.spec import DSV4Dims
 
 if TYPE_CHECKING:
@@ -494,16 +495,63 @@ def _round(n: int, align: int) -> int:
     return -(-n // align) * align
 
 
+# --- DeepSeek-V4.1 in the 0.30.0 .. 0.32.0 releases: the generic block-outermost packing -----------------------------
+#
+# The wheels (PyPI) carry no DeepseekV4KVCachePlanner; V4.1's caches go through get_kv_cache_groups' generic packing.
+# - vllm/models/deepseek_v41/attention.py DeepseekV4Attention.get_kv_cache_spec and DeepseekV4IndexerCache.
+#   get_kv_cache_spec: a KV source's compressed cache and its index keys are MLAAttentionSpecs of ``--block-size``
+#   TOKENS with tokens_per_state = the source's compress ratio, so a page holds block // ratio records
+#   (v1/kv_cache_interface.py KVCacheSpec.get_num_kernel_states, AttentionSpec.unpadded_page_size_bytes: num_states x
+#   the packed record), rounded up to the page alignment (_apply_alignment_padding); a request holds
+#   cdiv(max_model_len, block) pages of each (FullAttentionSpec.max_memory_usage_bytes), whatever the ratio. The window
+#   caches (DeepseekV4SWACache, 32-token SlidingWindowMLASpecs) and the ratio-2 compressors' rings
+#   (compressor.py CompressorStateCache, CircularBufferSpec) as main @02ee13be reads them.
+# - v1/core/kv_cache_utils.py get_kv_cache_groups -> _get_packed_kv_cache_groups (the layout is block-outermost:
+#   DeepseekV4IndexerBackend.supported_kv_cache_layouts BLHNC / BLNHC, v1/attention/backends/mla/indexer.py): layers
+#   bucketed by uniform type (the compressed caches and index keys one full-attention bucket, the windows one, the rings
+#   one); a bucket is balanced when each of its page sizes has as many layers; the largest balanced bucket with several
+#   page sizes sets the floor of the repeats (_approximate_gcd over the balanced buckets), none: no repeats; a ring
+#   bucket, and a window bucket when there are no repeats, is a state bucket, split into cdiv(its layers, the
+#   anchor's bytes // its page) groups, the anchor the widest group any bucket leaves; every other bucket one group
+#   (or cdiv(its most layers a page size, repeats) when balanced). V4.1-Flash's compressed bucket (one ratio-1 and
+#   three ratio-2 sources) is not balanced, so it is one group and sets the anchor.
+# - _get_kv_cache_bytes_per_block: a block costs the largest group's pages summed, rounded up to the lcm of the
+#   layers' block_stride_alignment (the index keys' only with --attention-config indexer_sparse_logits, not read by
+#   k3plan); get_kv_cache_config_from_groups: num_blocks = available // that; get_kv_cache_configs: the check plans
+#   against the memory less one block (the null block), _max_memory_usage_bytes_from_groups charging the same block a
+#   page; get_max_concurrency_for_kv_cache_config: num_blocks over each group's pages summed.
+# The same functions in the 0.30.0, 0.31.0 and 0.32.0 wheels for V4.1's specs (0.32.0 adds only the layout argument
+# and get_block_stride_alignment); from 0.33.0 the groups come from a KVCacheConfigBuilder (v1/core/
+# kv_cache_planning.py get_kv_cache_groups_from_builder), not read for V4.1: those releases keep main's reading.
+V41_PACKED_FROM = (0, 30, 0)
+V41_PACKED_UNTIL = (0, 33, 0)  # the first release not read for it
+V41_PACKED_SOURCE = (
+    "vllm 0.30.0 / 0.31.0 / 0.32.0 wheels (PyPI): vllm/models/deepseek_v41/attention.py DeepseekV4Attention."
+    "get_kv_cache_spec and DeepseekV4IndexerCache.get_kv_cache_spec (MLAAttentionSpec of --block-size tokens, "
+    "tokens_per_state = compress_ratio), v1/kv_cache_interface.py KVCacheSpec.get_num_kernel_states (block // ratio "
+    "records a page), v1/core/kv_cache_utils.py _get_packed_kv_cache_groups (the generic block-outermost packing; no "
+    "DeepseekV4KVCachePlanner in these wheels), _get_kv_cache_bytes_per_block (the largest group's pages), "
+    "get_kv_cache_configs (the null block held back), get_max_concurrency_for_kv_cache_config"
+)
+
+
+def v41_packed(release: Release | None) -> bool:
+    """Whether ``release`` groups V4.1's caches through the generic packing (``V41_PACKED_SOURCE``)."""
+    return release is not None and V41_PACKED_FROM <= release < V41_PACKED_UNTIL
+
+
 @dataclass(frozen=True)
 class Dsv41Pages(Dsv4Pages):
     """vLLM's V4.1 groups: a block id costs the tuple count x the compressed group's page sizes (the planner's
-    num_blocks), the same bytes its start check charges."""
+    num_blocks), the same bytes its start check charges; in the 0.30.0 .. 0.32.0 releases (``packed``) the largest
+    group's pages summed, the check planning against the memory less that block (``V41_PACKED_SOURCE``)."""
 
     record_bytes: int = 0
     index_entry_bytes: int = 0
     # from 0.33.0 on SM100 the block stride a multiple of lcm(the window record, the compressed record)
     # (``V41_STRIDE_SOURCE``); 1: no rounding
     block_align: int = 1
+    packed: bool = False  # the generic block-outermost packing (0.30.0 .. 0.32.0)
 
     @property
     def block_bytes(self) -> int:
@@ -511,21 +559,66 @@ class Dsv41Pages(Dsv4Pages):
 
     @property
     def check_block_bytes(self) -> int:
-        """The tuple count x the compressed group's page sizes (the planner's), rounded up to ``block_align``."""
+        """The tuple count x the compressed group's page sizes (the planner's), rounded up to ``block_align``; packed:
+        the largest group's pages summed (_get_kv_cache_bytes_per_block)."""
+        if self.packed:
+            return _round(max(sum(g.pages) for g in self.groups), self.block_align)
         return _round(self.num_layer_tuples * self.layer_tuple_bytes, self.block_align)
+
+    @property
+    def check_reserve_bytes(self) -> int:
+        """Packed: one block, the null block the check plans without (get_kv_cache_configs); the planner: none."""
+        return self.block_bytes if self.packed else 0
 
     def reported_blocks_per_request(self, *, max_model_len: int, max_num_batched_tokens: int) -> int:
         """V4.1 runs on 0.31.0's code, which reports each group's pages (REPORT_SOURCES)."""
         return self.blocks_per_request(max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens)
 
     def label(self) -> str:
+        if self.packed:
+            return (
+                f"vLLM {self.form}'s DeepSeek-V4.1 groups, packed (KV-source records of {self.record_bytes} B, index "
+                f"keys of {self.index_entry_bytes} B, block // compress ratio a page; {len(self.groups)} groups)"
+            )
         return (
             f"vLLM's DeepSeek-V4.1 groups (KV-source records of {self.record_bytes} B, index keys of "
             f"{self.index_entry_bytes} B; {self.num_layer_tuples} layer tuples of {self.layer_tuple_bytes:,} B)"
         )
 
     def sources(self) -> str:
-        return "; ".join(V41_SOURCES)
+        return V41_PACKED_SOURCE if self.packed else "; ".join(V41_SOURCES)
+
+
+def _v41_packed_groups(
+    mla: list[int], block_tokens: int, buckets: list[tuple[str, list[int], int, int]]
+) -> list[Group]:
+    """_get_packed_kv_cache_groups over V4.1's buckets (``V41_PACKED_SOURCE``): the compressed bucket ``mla`` (pages of
+    ``block_tokens`` tokens) and the (kind, pages, block, window) window and ring buckets."""
+    every = [("compressed", mla, block_tokens, 0), *buckets]
+    balanced = [len(set(Counter(p).values())) == 1 for _, p, _, _ in every]
+    floor = max((_most(p) for (_, p, _, _), b in zip(every, balanced) if b and len(set(p)) > 1), default=0)
+    repeats = (
+        _approximate_gcd([_most(p) for (_, p, _, _), b in zip(every, balanced) if b], lower_bound=floor) if floor else 0
+    )
+
+    def n_groups(pages: list[int], bal: bool) -> int:
+        return _cdiv(_most(pages), repeats) if bal and repeats else 1
+
+    def state(kind: str, window: int) -> bool:  # is_state_bucket: a ring; a window where no repeats are picked
+        return kind == "ring" or (not repeats and window > 0)
+
+    def widest(pages: list[int], n: int) -> int:
+        return sum(_cdiv(count, n) * page for page, count in Counter(pages).items())
+
+    anchor = max(widest(p, len(p) if state(k, w) else n_groups(p, b)) for (k, p, _, w), b in zip(every, balanced))
+    groups = []
+    for (kind, pages, block, window), bal in zip(every, balanced):
+        n = n_groups(pages, bal)
+        if state(kind, window):
+            n = max(n, _cdiv(len(pages), max(anchor // pages[0], 1)))
+        for i, part in enumerate(_split(pages, n)):
+            groups.append(Group(kind if n == 1 else f"{kind}[{i}]", part, block, window, ring=kind == "ring"))
+    return groups
 
 
 def dsv41_pages(
@@ -558,6 +651,27 @@ def dsv41_pages(
     rings = [_round(rows * 2 * d.head_dim * F32, align) for _, r in sources if r == 2]
     swa = [_round(V41_SWA_BLOCK * record, align)] * (len(d.compress_ratios) + draft_layers)
     buckets = [("window", swa, V41_SWA_BLOCK, d.sliding_window)] + ([("ring", rings, rows, 0)] if rings else [])
+    if v41_packed(release):
+        # 0.30.0 .. 0.32.0 (V41_PACKED_SOURCE): a source's pages hold block // ratio records of a block of tokens;
+        # the rings unpadded (CircularBufferSpec has no alignment)
+        packed_mla = [_round(block_tokens // max(1, r) * main, align) for _, r in sources] + [
+            _round(block_tokens // max(1, r) * index_entry, align) for _, r in sources
+        ]
+        ring_pages = [rows * 2 * d.head_dim * F32 for _, r in sources if r == 2]
+        packed_buckets = [("window", swa, V41_SWA_BLOCK, d.sliding_window)] + (
+            [("ring", ring_pages, rows, 0)] if ring_pages else []
+        )
+        assert release is not None
+        return Dsv41Pages(
+            groups=tuple(_v41_packed_groups(packed_mla, block_tokens, packed_buckets)),
+            num_layer_tuples=1,
+            layer_tuple_bytes=sum(sorted(set(packed_mla))),
+            form=release_text(release),
+            form_source=V41_PACKED_SOURCE,
+            record_bytes=main,
+            index_entry_bytes=index_entry,
+            packed=True,
+        )
     counts = [Counter(mla_pages).most_common(1)[0][1]] + [len(p) for _, p, _, _ in buckets]
     tuples = _approximate_gcd(counts, lower_bound=counts[0])
     groups = [Group("compressed", tuple(mla_pages), mla_blocks, 0)]
