@@ -521,8 +521,13 @@ def _round(n: int, align: int) -> int:
 #   against the memory less one block (the null block), _max_memory_usage_bytes_from_groups charging the same block a
 #   page; get_max_concurrency_for_kv_cache_config: num_blocks over each group's pages summed.
 # The same functions in the 0.30.0, 0.31.0 and 0.32.0 wheels for V4.1's specs (0.32.0 adds only the layout argument
-# and get_block_stride_alignment); from 0.33.0 the groups come from a KVCacheConfigBuilder (v1/core/
-# kv_cache_planning.py get_kv_cache_groups_from_builder), not read for V4.1: those releases keep main's reading.
+# and get_block_stride_alignment). The 0.33.0 wheel groups V4.1 alike (v1/core/kv_cache_planning.py: Default
+# KVCacheConfigBuilder.get_kv_cache_groups calls get_kv_cache_groups, V4.1 declaring no SupportsKVCacheGrouping, no
+# platform another builder) and 0.34.0's too (turning indexer_sparse_logits on by default where DeepGEMM's sparse
+# kernels run: a 256-B block stride on SM100, not read through); not applied there yet: 0.33.0 is the newest read, so
+# every fit without --engine-version would move, and the budget's charge (step/cache.py cache_inputs: a block's bytes
+# spread over tokens and layers rounded up to whole bytes) is then no longer the engine's to the byte. Those releases
+# keep main's reading.
 V41_PACKED_FROM = (0, 30, 0)
 V41_PACKED_UNTIL = (0, 33, 0)  # the first release not read for it
 V41_PACKED_SOURCE = (
