@@ -20,6 +20,7 @@ from k3plan.engines.serve_values import (  # noqa: F401  # read through here too
     env_on,
     flag_int,
     fp4_storage,
+    shown_env,
 )
 from k3plan.engines.sglang import serve as sglang_serve
 from k3plan.engines.vllm import serve as vllm_serve
@@ -1146,10 +1147,10 @@ def parse_serve(
             raise K3PlanError(f"--serve: {theirs[0]}: {f.ENGINE}'s variable, read only on its own commands; remove it")
     for f in FAMILIES:  # a variable is the same variable whichever command it prefixes
         f.check_env(env, stack=r.stack)
-    r.ignored += [f"{k}={v}" for k, v in env.items() if k in IGNORED_ENV and k not in r.env_read]
+    r.ignored += [shown_env(k, v) for k, v in env.items() if k in IGNORED_ENV and k not in r.env_read]
     on = {k for k, v in env.items() if k in CAVEAT_ENV and (env_on(v) or (k in CAVEAT_ENV_VALUED and v.strip()))}
     r.caveats += [f"{k}={v}: {CAVEAT_ENV[k]}" for k, v in env.items() if k in on]
-    r.ignored += [f"{k}={v}" for k, v in env.items() if k in CAVEAT_ENV and k not in on]
+    r.ignored += [shown_env(k, v) for k, v in env.items() if k in CAVEAT_ENV and k not in on]
     family.finish(r)  # the stack it maps to, its caveats and the defaults it picks for what the command left out
     storage = fp4_storage(resolved)
     if storage is not None and device_name:  # a 4-bit checkpoint priced as stored only where its engine holds it so

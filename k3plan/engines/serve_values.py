@@ -356,6 +356,17 @@ def checkpoint_kv_dtype(model: str) -> str | None:
     return "fp8" if isinstance(algo, str) and algo.upper() == "FP8" else None
 
 
+# words in a variable's name whose value k3plan never echoes (a token or key a launch line carries: HF_TOKEN, ...)
+SECRET_WORDS = ("TOKEN", "SECRET", "PASSWORD", "KEY")
+
+
+def shown_env(name: str, value: str) -> str:
+    """``NAME=value`` as k3plan lists a variable it read or ignored, the value masked where the name says it is a
+    credential (``SECRET_WORDS``): fit's output and --json never carry a token from the command."""
+    secret = any(w in name.upper() for w in SECRET_WORDS)
+    return f"{name}=***" if secret and value else f"{name}={value}"
+
+
 def fraction(flag: str, value: str) -> str:
     """A memory fraction as both engines take it: a number in (0, 1] (vLLM's CacheConfig.gpu_memory_utilization:
     Field(gt=0, le=1))."""

@@ -691,8 +691,8 @@ class Stack(Spec):
     def checkpoint_kv(self, model: Any, release: tuple[int, int, int] | None = None) -> tuple[str, str] | None:
         """(the KV dtype, where the engine resolves it) where the stack's engine takes --kv-cache-dtype auto from the
         checkpoint's quantization config and ``model``'s declares one (``Engine.checkpoint_kv_auto``,
-        serve_values.checkpoint_kv_dtype), at ``release`` (None: the stack's ``engine_release``, else every release
-        from ``Engine.checkpoint_kv_auto_from``); None: the stack's own dtype."""
+        serve_values.checkpoint_kv_dtype), at ``release`` (None: the stack's ``engine_release``, else the engine's
+        newest read; ``Engine.resolves_checkpoint_kv``); None: the stack's own dtype."""
         from k3plan.engines.registry import engine_rules
         from k3plan.engines.serve_values import checkpoint_kv_dtype
 

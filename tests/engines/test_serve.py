@@ -410,6 +410,7 @@ def test_the_shapes_a_command_comes_in():
     env = parse_serve("MOE_REQUANTIZE_WEIGHT_DTYPE=fp8 HF_TOKEN=x " + BARE + " --max-model-len 9216", platform="tpu")
     assert (env.tp, env.context, env.env["MOE_REQUANTIZE_WEIGHT_DTYPE"]) == (32, 9216, "fp8")
     assert "MOE_REQUANTIZE_WEIGHT_DTYPE=fp8" in env.ignored
+    assert "HF_TOKEN=***" in env.ignored  # a credential's value is never echoed (serve_values.shown_env)
     wrapped = parse_serve(
         "vllm serve moonshotai/Kimi-K3 \\\n  --tensor-parallel-size 32 \\\n  --enable-expert-parallel \\\n  --max-model-len 9216",
         platform="tpu",
