@@ -40,7 +40,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from tpu_inference_harness import mesh_over, print_record, stub_package  # noqa: E402
+from tpu_inference_harness import deviceless_tpu_info, mesh_over, print_record, stub_package  # noqa: E402
 
 
 def main() -> None:
@@ -78,10 +78,8 @@ def main() -> None:
     stub_package(a.src)
 
     import jax
-    import jax.experimental.pallas.tpu as pltpu
     import jax.numpy as jnp
     import numpy as np
-    from jax._src.pallas.mosaic import tpu_info
     from jax.sharding import NamedSharding
     from jax.sharding import PartitionSpec as P
 
@@ -100,9 +98,7 @@ def main() -> None:
     sys.modules["tpu_inference.logger"].init_logger = init_logger  # type: ignore[attr-defined]
     utils.get_megacore = lambda: False  # type: ignore[attr-defined]
     utils.get_device_name = lambda num_devices=None: "TPU v7" + (f"-{num_devices}" if num_devices else "")  # type: ignore[attr-defined]
-    info = tpu_info.get_tpu_info_for_chip(tpu_info.chip_version_from_device_kind(devs[0].device_kind), 1)
-    pltpu.get_tpu_info = lambda: info
-    tpu_info.get_tpu_info = lambda: info
+    deviceless_tpu_info(devs)
     fm = importlib.import_module("tpu_inference.layers.common.fused_moe_gmm")
     ai = importlib.import_module("tpu_inference.layers.common.attention_interface")
     amd = importlib.import_module("tpu_inference.layers.common.attention_metadata")

@@ -68,6 +68,34 @@ def mesh_over(target: str, axis: str):
     return devs, Mesh(np.array(devs).reshape(shape), MESH_AXES)
 
 
+def moe_parser(doc: str):
+    """The arguments the MoE compiles of fused_moe_func share (benchmarks/tpu_inference_moe_compile.py, its GMM_TP
+    twin): the engine's source, the topology, the point's tokens and the model's MoE shape; each adds its own."""
+    import argparse
+
+    p = argparse.ArgumentParser(description=doc.splitlines()[0])
+    p.add_argument("--src", required=True, help="a folder holding tpu_inference/ at the commit read")
+    p.add_argument("--target", default="tpu7x:2x2x1", help="a topology libtpu compiles for (default %(default)s)")
+    p.add_argument("--tokens", type=int, default=8192)
+    p.add_argument("--hidden", type=int, default=7168)
+    p.add_argument("--inter", type=int, default=2048, help="moe_intermediate_size")
+    p.add_argument("--experts", type=int, default=384)
+    p.add_argument("--topk", type=int, default=8)
+    p.add_argument("--layers", type=int, default=1, help="MoE layers in a row (their temporaries are reused)")
+    return p
+
+
+def deviceless_tpu_info(devs) -> None:
+    """The kernels ask pltpu for the default device's TPU (its SparseCore); deviceless, that is the target's, whose
+    first device ``devs[0]`` names the chip: both lookups answer it."""
+    import jax.experimental.pallas.tpu as pltpu
+    from jax._src.pallas.mosaic import tpu_info
+
+    info = tpu_info.get_tpu_info_for_chip(tpu_info.chip_version_from_device_kind(devs[0].device_kind), 1)
+    pltpu.get_tpu_info = lambda: info
+    tpu_info.get_tpu_info = lambda: info
+
+
 def print_record(a, devs, point: tuple[str, ...], m, t0: float, fields: tuple[str, ...], **extra: object) -> None:
     """One JSON line: the topology and jax, the point (``point``: the argparse names), ``extra`` (the pools' or caches'
     bytes), XLA's memory analysis ``m`` (``fields``: keys of ANALYSIS, in order) and the seconds since ``t0``."""

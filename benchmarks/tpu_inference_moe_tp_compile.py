@@ -22,27 +22,18 @@ tpu_inference.utils) are stubbed; the MoE code is its own.
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import os
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from tpu_inference_harness import mesh_over, print_record, stub_package  # noqa: E402
+from tpu_inference_harness import deviceless_tpu_info, mesh_over, moe_parser, print_record, stub_package  # noqa: E402
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--src", required=True, help="a folder holding tpu_inference/ at the commit read")
-    p.add_argument("--target", default="tpu7x:2x2x1", help="a topology libtpu compiles for (default %(default)s)")
-    p.add_argument("--tokens", type=int, default=8192)
-    p.add_argument("--hidden", type=int, default=7168)
-    p.add_argument("--inter", type=int, default=2048, help="moe_intermediate_size")
-    p.add_argument("--experts", type=int, default=384)
-    p.add_argument("--topk", type=int, default=8)
+    p = moe_parser(__doc__)
     p.add_argument("--group", type=int, default=32, help="the checkpoint's int4 scale group")
-    p.add_argument("--layers", type=int, default=1, help="MoE layers in a row (their temporaries are reused)")
     a = p.parse_args()
     os.environ.setdefault("NEW_MODEL_DESIGN", "1")
     from k3plan.libtpu_env import quiet_libtpu
@@ -51,17 +42,12 @@ def main() -> None:
     stub_package(a.src)
 
     import jax
-    import jax.experimental.pallas.tpu as pltpu
     import jax.numpy as jnp
-    from jax._src.pallas.mosaic import tpu_info
     from jax.sharding import NamedSharding
     from jax.sharding import PartitionSpec as P
 
     devs, mesh = mesh_over(a.target, "attn_dp")
-    # the kernels ask pltpu for the default device's TPU; deviceless, that is the target's
-    info = tpu_info.get_tpu_info_for_chip(tpu_info.chip_version_from_device_kind(devs[0].device_kind), 1)
-    pltpu.get_tpu_info = lambda: info
-    tpu_info.get_tpu_info = lambda: info
+    deviceless_tpu_info(devs)
     fm = importlib.import_module("tpu_inference.layers.common.fused_moe_gmm")
     envs = importlib.import_module("tpu_inference.envs")
     axis = importlib.import_module("tpu_inference.layers.common.sharding").ShardingAxisName
