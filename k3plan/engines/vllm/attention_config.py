@@ -77,6 +77,8 @@ REFUSED: dict[str, tuple[object, str]] = {
 # the GPUs of capability family 10 (sm_100 / sm_103: current_platform.is_device_capability_family(100)) among
 # k3plan's hardware specs: B200 and GB200 are sm_100, B300 and GB300 sm_103
 SM100_FAMILY = frozenset({"nvidia-b200", "nvidia-gb200-nvl72", "nvidia-b300", "nvidia-gb300-nvl72"})
+# the GPUs of compute capability 9.0 (Hopper: current_platform.is_device_capability(90)) among k3plan's hardware specs
+SM90 = frozenset({"nvidia-h100-sxm", "nvidia-h200", "nvidia-h20"})
 FP4_INDEXER_MESSAGE = (
     "AssertionError: use_fp4_indexer_cache requires Blackwell datacenter GPUs (sm_10x, e.g. B200/GB200); sm_120 "
     "(consumer Blackwell) and earlier architectures are not supported."

@@ -59,7 +59,7 @@ from __future__ import annotations
 
 from k3plan.engines.release import Release, release_text
 from k3plan.engines.serve_values import Reading, env_on
-from k3plan.engines.vllm.attention_config import SM100_FAMILY
+from k3plan.engines.vllm.attention_config import SM90, SM100_FAMILY
 from k3plan.errors import K3PlanError
 
 ATTENTION_ENV = "VLLM_ATTENTION_BACKEND"
@@ -93,7 +93,6 @@ MOE_SOURCE = (
 # FP8-block, as bundled (k3plan/models/bundled: deepseek-v3 for DeepSeek-V3 / R1 / R1-0528, kimi-k2)
 DENSE_MLA_MODELS = frozenset({"deepseek-v3", "kimi-k2", "kimi-k2-thinking"})
 FP8_BLOCK_MODELS = frozenset({"deepseek-v3", "kimi-k2"})
-SM90 = frozenset({"nvidia-h100-sxm", "nvidia-h200", "nvidia-h20"})
 # the MLA decode kernels k3plan prices on each GPU family (module docstring): the GPU's default and, on the SM100
 # family, FlashInfer MLA (the same 128 MiB decode workspace as CUTLASS MLA's; its block: engines/vllm/mla_block.py)
 ATTENTION_LISTED = {"sm100": frozenset({"CUTLASS_MLA", "FLASHINFER_MLA"}), "sm90": frozenset({"FLASHMLA"})}

@@ -43,14 +43,14 @@ into the hidden states (inplace = not disable_inplace) or one M x K tensor.
 from __future__ import annotations
 
 from k3plan.engines.release import Release, release_text
+from k3plan.engines.vllm.attention_config import SM90
+from k3plan.engines.vllm.moe_workspace import DEFAULT_ALL2ALL
 from k3plan.units import GiB
 
 DIRECT_READ: tuple[Release, Release] = ((0, 11, 0), (0, 23, 0))  # apply() calls fused_marlin_moe, [from, to)
 ACT_BYTES = 2  # the activations' dtype, bfloat16 (hidden_states.dtype)
 LOGIT_BYTES = 4  # the router logits gathered under DP, float32
-SM90 = frozenset({"nvidia-h100-sxm", "nvidia-h200", "nvidia-h20"})
 INT4_W4A16 = ("int4_g32",)  # the Kimi checkpoints' compressed-tensors pack-quantized INT4 experts, group 32
-DEFAULT_ALL2ALL = "allgather_reducescatter"
 SOURCE = (
     "vllm 0.11.0-0.22.0 wheels (PyPI): quantization/compressed_tensors CompressedTensorsWNA16MarlinMoEMethod.apply -> "
     "model_executor/layers/fused_moe/fused_marlin_moe.py fused_marlin_moe / _fused_marlin_moe (intermediate_cache13 "

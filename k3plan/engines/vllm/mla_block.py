@@ -44,7 +44,7 @@ at k3plan's stack page (paging align_tokens).
 from __future__ import annotations
 
 from k3plan.engines.release import Release
-from k3plan.engines.vllm.attention_config import SM100_FAMILY
+from k3plan.engines.vllm.attention_config import SM90, SM100_FAMILY
 from k3plan.engines.vllm.extensible import (
     DEFAULT_BLOCK_SIZE,
     DEFAULT_BLOCK_SIZE_BEFORE,
@@ -52,7 +52,6 @@ from k3plan.engines.vllm.extensible import (
     preferred_block,
 )
 
-SM90 = frozenset({"nvidia-h100-sxm", "nvidia-h200", "nvidia-h20"})
 READ_FROM: Release = (0, 11, 0)
 FLASHINFER_DEFAULT_FROM: Release = (0, 15, 0)  # SM100: FlashInfer MLA forced to 64 instead of CUTLASS MLA's 128
 PREFERRED_FROM: Release = (0, 18, 0)  # no block forced: the backend's preferred (update_block_size_for_backend)

@@ -124,6 +124,7 @@ sum (engines/vllm/memory.py takes the max there).
 from __future__ import annotations
 
 from k3plan.engines.release import Release, release_text
+from k3plan.engines.vllm.attention_config import SM90
 from k3plan.units import GiB
 
 MODULAR_TP_FROM: Release = (0, 14, 0)  # Fp8MoEMethod's modular kernel for TP (make_fp8_moe_kernel)
@@ -139,7 +140,6 @@ DEFAULT_ALL2ALL = "allgather_reducescatter"  # ParallelConfig.all2all_backend's 
 CHUNK = 16 * 1024  # VLLM_FUSED_MOE_CHUNK_SIZE's default, 0.13.0-0.17.x (vllm/envs.py)
 ALIGN = 256  # WorkspaceManager.get_simultaneous rounds each part up to 256 B
 ACT_BYTES = 2  # the activations' dtype, bfloat16
-SM90 = frozenset({"nvidia-h100-sxm", "nvidia-h200", "nvidia-h20"})
 # MXFP4 experts through MarlinExperts on SM90 (module docstring): [from, to) for each checkpoint format
 MARLIN_MXFP4: dict[str, tuple[Release, Release]] = {
     "ds_fp4": ((0, 20, 0), (0, 32, 0)),  # DeepSeek-V4 / V4.1's Mxfp4MoEMethod; Humming first from 0.32.0
