@@ -1030,6 +1030,7 @@ def _marlin_caches(served, setup: Setup, result: FitResult, *, stack: str, kind:
         dp=setup.parallel.dp,
         all2all_backend=(served.stack_options.get("all2all_backend", "") if served is not None else ""),
         moe_backend=(served.moe_backend or "") if served is not None else "",
+        env=served.env if served is not None else {},
     )
 
 

@@ -25,6 +25,7 @@ def _caches(
     tokens=8192,
     a2a="",
     moe_backend="",
+    env=None,
 ):
     got = marlin_forward_caches(
         release=release,
@@ -41,6 +42,7 @@ def _caches(
         dp=dp,
         all2all_backend=a2a,
         moe_backend=moe_backend,
+        env=env,
     )
     return None if got is None else got[0]
 
@@ -77,6 +79,11 @@ def test_where_the_direct_call_is_not_the_path():
     assert _caches(tp=1, dp=8, a2a="deepep_high_throughput") is None
     assert _caches(tp=2, dp=4, ep=True) is None  # sequence-parallel MoE: not read
     assert _caches(tp=8, dp=1, a2a="deepep_low_latency") == _caches()  # the backend matters under DP only
+    # VLLM_ALL2ALL_BACKEND names the backend to 0.15.x (config/parallel.py), as moe_workspace reads it; gone at 0.16.0
+    deepep = {"VLLM_ALL2ALL_BACKEND": "deepep_high_throughput"}
+    assert _caches((0, 15, 0), tp=1, dp=8) is not None
+    assert _caches((0, 15, 0), tp=1, dp=8, env=deepep) is None
+    assert _caches((0, 16, 0), tp=1, dp=8, env=deepep) == _caches((0, 16, 0), tp=1, dp=8)
 
 
 def test_fit_puts_the_caches_in_place_of_the_analytic_expert_term():

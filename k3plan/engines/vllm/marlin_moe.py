@@ -44,7 +44,7 @@ from __future__ import annotations
 
 from k3plan.engines.release import Release, release_text
 from k3plan.engines.vllm.attention_config import SM90
-from k3plan.engines.vllm.moe_workspace import DEFAULT_ALL2ALL
+from k3plan.engines.vllm.moe_workspace import ALL2ALL_ENV_GONE_FROM, DEFAULT_ALL2ALL
 from k3plan.units import GiB
 
 DIRECT_READ: tuple[Release, Release] = ((0, 11, 0), (0, 23, 0))  # apply() calls fused_marlin_moe, [from, to)
@@ -79,6 +79,7 @@ def marlin_forward_caches(
     dp: int = 1,
     all2all_backend: str = "",
     moe_backend: str = "",
+    env: dict[str, str] | None = None,
 ) -> tuple[int, str] | None:
     """(bytes, how): what a MoE layer's Marlin call holds at once in vLLM's profile-run forward (module docstring):
     its two caches and, under DP, the gathered hidden states and router logits; None where this path is not the
@@ -90,7 +91,9 @@ def marlin_forward_caches(
         return None
     if min(tp, dp, top_k, hidden, intermediate, experts, tokens) < 1 or moe_backend not in ("", "auto"):
         return None
-    if dp > 1 and all2all_backend not in ("", DEFAULT_ALL2ALL):
+    # VLLM_ALL2ALL_BACKEND stands in for the flag to 0.15.x, as in engines/vllm/moe_workspace.py
+    a2a = all2all_backend or ((env or {}).get("VLLM_ALL2ALL_BACKEND", "") if release < ALL2ALL_ENV_GONE_FROM else "")
+    if dp > 1 and a2a not in ("", DEFAULT_ALL2ALL):
         return None
     ep = expert_parallel and tp * dp > 1  # FusedMoEParallelConfig.make: use_ep needs more than one rank
     if ep and tp > 1 and dp > 1:
