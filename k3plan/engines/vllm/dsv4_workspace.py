@@ -289,6 +289,44 @@ def dsv4_forward_live(
     )
 
 
+INDEXER_MOMENT_SOURCE = (
+    "vllm 0.26.0 wheel (PyPI): vllm/models/deepseek_v4/attention.py DeepseekV4Attention.attention_impl (execute_in_parallel "
+    "runs its default function first, vllm/utils/multi_stream_utils.py: wq_b and, in the profile run, F.pad of q to "
+    "the padded heads, the unpadded q freed as it is rebound; then the indexer, with o_padded, qr_kv, the normed qr / kv "
+    "and the float32 scores still held), DeepseekV4Indexer.forward (wq_b_and_q_quant: the indexer's q in fp8 [T, "
+    "index heads, index_head_dim] and its weights in float32 [T, index heads], models/deepseek_v4/common/ops/"
+    "fused_indexer_q.py fused_indexer_q_rope_quant), then model_executor/layers/sparse_attn_indexer.py "
+    "sparse_attn_indexer: in the profile run torch.empty of VLLM_SPARSE_INDEXER_MAX_LOGITS_MB while all of these are "
+    "live ('Dummy allocation to simulate for peak logits tensor memory during inference')"
+)
+
+
+def dsv4_indexer_live(
+    d: DSV4Dims, *, tokens: int, hidden_size: int, local_heads: int, q_lora_rank: int
+) -> tuple[int, str]:
+    """(bytes, how): what a CSA layer (compress ratio 4, the layers with an indexer) of vLLM's eager DeepSeek-V4 dummy
+    forward holds when the indexer allocates its profile-run logits (``INDEXER_MOMENT_SOURCE``), the logits aside:
+    the layer's live set at q's pad (``dsv4_forward_live``) less the unpadded q, plus the indexer's fp8 q and float32
+    weights. 0 where no layer has an indexer."""
+    if 4 not in d.compress_ratios or not d.index_head_dim:
+        return 0, "no layer with an indexer"
+    t = tokens
+    padded = 64 if local_heads <= 64 else 128
+    stream = BF16 * t * d.hc_mult * hidden_size
+    row = BF16 * t * hidden_size
+    attention = (
+        BF16 * t * padded * d.head_dim + 2 * BF16 * t * (q_lora_rank + d.head_dim) + BF16 * t * padded * d.head_dim
+    )
+    scores = 4 * t * 2 * 2 * d.head_dim + 4 * t * 2 * 2 * d.index_head_dim + BF16 * t * d.index_n_heads
+    indexer = t * d.index_n_heads * d.index_head_dim + 4 * t * d.index_n_heads  # fp8 q, float32 weights
+    live = 2 * row + 2 * stream + attention + scores + indexer
+    return live, (
+        f"at the indexer's logits a CSA layer holds {live / GiB:.2f} GiB beside them (o_padded and q padded to "
+        f"{padded} heads, qr_kv and its normed halves, the float32 scores, the mHC streams of {d.hc_mult}, the "
+        f"indexer's fp8 q and float32 weights; {INDEXER_MOMENT_SOURCE})"
+    )
+
+
 DSPARK_SOURCE = (
     "vllm 0.31.0 wheel (PyPI), traced by a helper line by line for DeepSeek-V4.1-Flash with DSpark on 8 H200: DSpark "
     "runs on Model Runner V2 (vllm/config/vllm.py), whose drafter has a workspace lane of its own (v1/worker/"
