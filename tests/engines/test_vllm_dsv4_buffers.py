@@ -69,6 +69,11 @@ def test_the_indexer_logits_share_their_moment_with_the_csa_layer(flash):
     pad = dsv4_forward_live(flash.dsv4, mtp=False, **kw)[0]
     live = dsv4_indexer_live(flash.dsv4, **kw)[0]
     assert live == pad - 8192 * 32 * 512 * 2 + 8192 * 64 * 128 + 4 * 8192 * 64 == 1_949_302_784
+    # vLLM 0.20.x (the 0.20.0 wheel): the profile run returns before q's pad and the compressors' scores are their
+    # own temporaries, so the residual stream, attn_norm's row, o_padded, qr_kv and its normed halves, q at 8 heads
+    # (TP 8), the indexer's bf16 and fp8 q, weights_proj's bf16 and the float32 weights: 284.75 MiB at 2,048 tokens
+    kw8 = {**kw, "tokens": 2048, "local_heads": 8}
+    assert dsv4_indexer_live(flash.dsv4, release=(0, 20, 0), **kw8)[0] == 298_582_016
 
 
 def test_v41_with_dspark_as_the_0_31_wheel_profiles_it():

@@ -949,6 +949,7 @@ def engine_sizing(
                         hidden_size=hidden_size,
                         local_heads=attention_heads,
                         q_lora_rank=q_lora_rank,
+                        release=release,
                     )
                     if at_logits:
                         logits += at_logits
