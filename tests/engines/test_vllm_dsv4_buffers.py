@@ -10,6 +10,7 @@ import pytest
 from k3plan.engines.vllm.dsv4_workspace import (
     dspark_runner_buffers,
     dsv4_forward_live,
+    dsv4_indexer_live,
     dsv4_model_buffers,
     dsv41_dspark_profile,
     rope_tables,
@@ -58,6 +59,21 @@ def test_the_dummy_forward_s_largest_moment(flash):
     assert dsv4_forward_live(flash.dsv4, mtp=True, **kw)[0] == 2_197_815_296
     # above 64 local heads FlashMLA pads to 128 (get_padded_num_q_heads)
     assert dsv4_forward_live(flash.dsv4, mtp=False, **{**kw, "local_heads": 65})[0] > 2_148_532_224 + 1024 * MIB
+
+
+def test_the_indexer_logits_share_their_moment_with_the_csa_layer(flash):
+    """The indexer's 512 MiB profile-run logits are allocated while its CSA layer holds the forward's tensors: at q's
+    pad (2,049 MiB at TP 2, 8,192 tokens) less the unpadded q (256 MiB), plus the indexer's fp8 q (64 heads x 128)
+    and float32 weights: 1,859 MiB beside the logits. The MTP layer (window-only) has no indexer."""
+    kw = dict(tokens=8192, hidden_size=flash.hidden_size, local_heads=32, q_lora_rank=flash.mla.q_lora_rank)
+    pad = dsv4_forward_live(flash.dsv4, mtp=False, **kw)[0]
+    live = dsv4_indexer_live(flash.dsv4, **kw)[0]
+    assert live == pad - 8192 * 32 * 512 * 2 + 8192 * 64 * 128 + 4 * 8192 * 64 == 1_949_302_784
+    # vLLM 0.20.x (the 0.20.0 wheel): the profile run returns before q's pad and the compressors' scores are their
+    # own temporaries, so the residual stream, attn_norm's row, o_padded, qr_kv and its normed halves, q at 8 heads
+    # (TP 8), the indexer's bf16 and fp8 q, weights_proj's bf16 and the float32 weights: 284.75 MiB at 2,048 tokens
+    kw8 = {**kw, "tokens": 2048, "local_heads": 8}
+    assert dsv4_indexer_live(flash.dsv4, release=(0, 20, 0), **kw8)[0] == 298_582_016
 
 
 def test_v41_with_dspark_as_the_0_31_wheel_profiles_it():

@@ -289,6 +289,77 @@ def dsv4_forward_live(
     )
 
 
+INDEXER_MOMENT_SOURCE = (
+    "vllm 0.23.0 and 0.26.0 wheels (PyPI): vllm/models/deepseek_v4/attention.py DeepseekV4Attention.attention_impl "
+    "(execute_in_parallel runs its default function first, vllm/utils/multi_stream_utils.py: wq_b and, in the profile "
+    "run, F.pad of q to the padded heads, the unpadded q freed as it is rebound; then the indexer, with o_padded, "
+    "qr_kv, the normed qr / kv and the float32 scores still held), DeepseekV4Indexer.forward (wq_b_and_q_quant: the "
+    "indexer's q in fp8 [T, index heads, index_head_dim] and its weights in float32 [T, index heads], "
+    "models/deepseek_v4/common/ops/fused_indexer_q.py fused_indexer_q_rope_quant), then model_executor/layers/"
+    "sparse_attn_indexer.py sparse_attn_indexer: in the profile run torch.empty of VLLM_SPARSE_INDEXER_MAX_LOGITS_MB "
+    "while all of these are live ('Dummy allocation to simulate for peak logits tensor memory during inference')"
+)
+INDEXER_MOMENT_020_SOURCE = (
+    "vllm 0.20.0 wheel (PyPI): model_executor/models/deepseek_v4.py DeepseekV4DecoderLayer.forward (the residual "
+    "stream and attn_norm's row), model_executor/layers/deepseek_v4_attention.py forward (qr_kv, o_padded) and "
+    "attention_impl (the normed qr / kv, q = wq_b(qr) unpadded: the profile run returns before the pad; the indexer "
+    "runs first in maybe_execute_in_parallel), DeepseekV4Indexer.forward (its q in bf16 and in fp8, weights_proj's "
+    "bf16 and the float32 weights; its compressor returns None in the profile run, model_executor/layers/"
+    "deepseek_compressor.py), model_executor/layers/sparse_attn_indexer.py sparse_attn_indexer (the logits); "
+    "0.21.0 / 0.22.0 not read (taken as 0.23.0's)"
+)
+LAYOUT_023_FROM = (0, 21, 0)  # the 0.20.x layout read in the 0.20.0 wheel; 0.23.0 and 0.26.0 read with the later one
+
+
+def dsv4_indexer_live(
+    d: DSV4Dims,
+    *,
+    tokens: int,
+    hidden_size: int,
+    local_heads: int,
+    q_lora_rank: int,
+    release: tuple[int, int, int] | None = None,
+) -> tuple[int, str]:
+    """(bytes, how): what a CSA layer (compress ratio 4, the layers with an indexer) of vLLM's eager DeepSeek-V4 dummy
+    forward holds when the indexer allocates its profile-run logits, the logits aside. From 0.23.0 (and with no
+    release named; ``INDEXER_MOMENT_SOURCE``): the layer's live set at q's pad (``dsv4_forward_live``) less the
+    unpadded q, plus the indexer's fp8 q and float32 weights. 0.20.x (``INDEXER_MOMENT_020_SOURCE``): one residual
+    stream and one row, o_padded, qr_kv and its normed halves, q unpadded, the indexer's q in bf16 and fp8 and its
+    weights in bf16 and float32. 0 where no layer has an indexer."""
+    if 4 not in d.compress_ratios or not d.index_head_dim:
+        return 0, "no layer with an indexer"
+    t = tokens
+    padded = 64 if local_heads <= 64 else 128
+    stream = BF16 * t * d.hc_mult * hidden_size
+    row = BF16 * t * hidden_size
+    o_padded = BF16 * t * padded * d.head_dim
+    qr_kv = 2 * BF16 * t * (q_lora_rank + d.head_dim)  # qr_kv and its normed halves
+    q_fp8 = t * d.index_n_heads * d.index_head_dim
+    weights = 4 * t * d.index_n_heads
+    if release is not None and release < LAYOUT_023_FROM:
+        live = (
+            row
+            + stream
+            + o_padded
+            + qr_kv
+            + BF16 * t * local_heads * d.head_dim  # q, not padded in 0.20's profile run
+            + BF16 * q_fp8  # the indexer's bf16 q
+            + q_fp8
+            + BF16 * t * d.index_n_heads
+            + weights
+        )
+        source = INDEXER_MOMENT_020_SOURCE
+    else:
+        scores = 4 * t * 2 * 2 * d.head_dim + 4 * t * 2 * 2 * d.index_head_dim + BF16 * t * d.index_n_heads
+        live = 2 * row + 2 * stream + o_padded + qr_kv + o_padded + scores + q_fp8 + weights  # o_padded-sized q pad
+        source = INDEXER_MOMENT_SOURCE
+    return live, (
+        f"at the indexer's logits a CSA layer holds {live / GiB:.2f} GiB beside them (o_padded [T, {padded}, "
+        f"{d.head_dim}], qr_kv and its normed halves, the mHC residual stream of {d.hc_mult}, the indexer's fp8 q and "
+        f"float32 weights; {source})"
+    )
+
+
 DSPARK_SOURCE = (
     "vllm 0.31.0 wheel (PyPI), traced by a helper line by line for DeepSeek-V4.1-Flash with DSpark on 8 H200: DSpark "
     "runs on Model Runner V2 (vllm/config/vllm.py), whose drafter has a workspace lane of its own (v1/worker/"

@@ -44,6 +44,7 @@ from k3plan.engines.vllm.dsv4_pages import (
 from k3plan.engines.vllm.dsv4_workspace import (
     dspark_runner_buffers,
     dsv4_forward_live,
+    dsv4_indexer_live,
     dsv4_model_buffers,
     dsv4_profile_workspace,
     dsv4_rocm_forward_live,
@@ -941,6 +942,18 @@ def engine_sizing(
                     q_lora_rank=q_lora_rank,
                     mtp=draft is not None and bool(draft.dsv4_mtp_ratios),
                 )
+                if logits:  # the indexer allocates its logits while its CSA layer's tensors are live
+                    at_logits, at_how = dsv4_indexer_live(
+                        dsv4,
+                        tokens=max_num_batched_tokens,
+                        hidden_size=hidden_size,
+                        local_heads=attention_heads,
+                        q_lora_rank=q_lora_rank,
+                        release=release,
+                    )
+                    if at_logits:
+                        logits += at_logits
+                        how = f"{how}; the logits at their moment {logits:,} B: {at_how}"
             # and on ROCm, for the releases its eager forward was traced in (engines/vllm/dsv4_workspace.py)
             if rocm_v4 and hidden_size and attention_heads and rocm_moe is not None and rocm_forward_applies(release):
                 forward, forward_how = dsv4_rocm_forward_live(
