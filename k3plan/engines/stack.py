@@ -157,6 +157,10 @@ class Stack(Spec):
     # reads runners the stack's option moe_runner_backend has no choice for); None: that option's choice
     # (Stack.expert_format_on)
     moe_runner: Optional[str] = None
+    # a serve command's --swa-full-tokens-ratio (SGLang's DeepSeek-V4 sliding-window share of the pool), which the
+    # budget's charge for a request reads as the engine's start check does (step/dsv4_cache.engine_charge); None: the
+    # engine's default
+    engine_swa_ratio: Optional[float] = None
     # (num, den, why): a device holds num / den of the experts' even share, the engine TP-splitting them without
     # expert parallelism and padding each shard by the model's rule (Engine.expert_shard_pad, set from a serve
     # command); None: whole experts a rank, or shards the engine does not pad. The budget's weights apply it
@@ -442,6 +446,10 @@ class Stack(Spec):
         """The stack with the routed experts in the format its engine holds them on ``hardware`` where that differs
         from the option choices (``expert_format_on``, set by ``with_expert_format``); else itself."""
         return self.with_expert_format(self.expert_format_on(hardware))
+
+    def with_swa_ratio(self, ratio: float | None) -> Stack:
+        """The stack with a serve command's --swa-full-tokens-ratio (``engine_swa_ratio``); None: as it is."""
+        return self if ratio is None else updated(self, engine_swa_ratio=float(ratio))
 
     def with_moe_runner(self, runner: str | None) -> Stack:
         """The stack with a serve command's MoE runner as given (``moe_runner``); None: as it is."""
