@@ -327,3 +327,19 @@ def test_the_table_row_charges_the_command_s_swa_ratio_as_its_start_check_does(c
         p = sglang_dsv4_pool(d, form=FORM, swa_ratio=0.5)
         layers = len(d.compress_ratios)
         assert out[0.5]["per_device"]["kv_bytes_per_token"] // layers == math.ceil(p.bytes_per_full_token / layers)
+
+
+def test_the_table_row_charges_the_command_s_page_size_as_its_start_check_does(cli, flash):
+    """A command's --page-size reaches the budget's charge a request too (Stack.engine_block through engine_charge):
+    0.5.21's V4 form pads each pool's pages, so a 128-token page costs more a token. Until session 51 the row charged
+    SGLang's 256 whatever the command set: V4-Flash on 8 B200 at 128 held 152 sequences where the check held 132.13."""
+    serve = (
+        "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V4-Flash --tp 8 --context-length 131072 "
+        "--page-size 128"
+    )
+    got = json.loads(cli("fit", "-H", "nvidia-b200", "-t", "8", "--serve", serve, "--json").stdout)
+    conc, held = got["engine"]["max_concurrency"], got["capacity"]["max_sequences"]
+    assert 0.95 * conc <= held <= 1.05 * conc, (conc, held)
+    p = sglang_dsv4_pool(flash, form=FORM, page=128)
+    layers = len(flash.compress_ratios)
+    assert got["per_device"]["kv_bytes_per_token"] // layers == math.ceil(p.bytes_per_full_token / layers)
