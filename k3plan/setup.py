@@ -129,6 +129,8 @@ def make_setup(
     expert_pad: Optional[tuple[int, int, str]] = None,
     expert_copies: Optional[tuple[int, str]] = None,
     expert_format: Optional[tuple[str, str]] = None,
+    moe_runner: Optional[str] = None,
+    engine_swa_ratio: Optional[float] = None,
     fraction_scale: Optional[tuple[float, str]] = None,
     vision_whole: bool = False,
     lm_head_whole_tp: Optional[Cite] = None,
@@ -153,8 +155,11 @@ def make_setup(
     engine's padding of TP-split expert shards, as a serve command without expert parallelism runs them
     (``Stack.with_expert_pad``); ``expert_copies``: the routed experts the engine holds more than once a rank, as
     a serve command runs it (``Stack.with_expert_copies``); ``expert_format``: the runtime format the engine holds a
-    DeepSeek-V4 checkpoint's FP4 routed experts in where a serve command's release and GPU decide it, and why
-    (``Stack.with_expert_format``); ``fraction_scale``: a factor the engine applies to its static memory fraction
+    DeepSeek-V4 checkpoint's FP4 routed experts in, and why, set over what the engine's rule gives on the hardware
+    (``Stack.with_expert_format`` over ``Stack.on_hardware``, which reads the release, the all-to-all, ``moe_runner``
+    -- a serve command's MoE runner as given -- and ``engine_env``: fit with and without --serve and plan's weight
+    columns alike); ``engine_swa_ratio``: a serve command's --swa-full-tokens-ratio, which the budget's charge for a
+    DeepSeek-V4 request reads as the engine's start check does (``Stack.with_swa_ratio``); ``fraction_scale``: a factor the engine applies to its static memory fraction
     (``Stack.with_fraction_scale``); ``vision_whole``: the engine builds the vision tower whole on every device
     (``Stack.with_vision_whole``); ``lm_head_whole_tp``: the engine splits the LM head over its whole TP group, every
     device of a stage, where it holds it so (the cite; ``Stack.with_lm_head_whole_tp``); ``decode_graph``: SGLang's decode CUDA-graph batch as a serve command sets it and
@@ -186,6 +191,9 @@ def make_setup(
         .with_engine_release(engine_release, engine_block, engine_env)
         .with_expert_pad(expert_pad)
         .with_expert_copies(expert_copies)
+        .with_moe_runner(moe_runner)
+        .with_swa_ratio(engine_swa_ratio)
+        .on_hardware(hw.name)  # the experts as the engine's release holds them on this GPU (Stack.expert_format_on)
         .with_expert_format(expert_format)
         .with_fraction_scale(fraction_scale)
         .with_vision_whole(vision_whole)
@@ -197,6 +205,9 @@ def make_setup(
         .with_prefill_graph(*(prefill_graph or (None, ())))
         .with_engram(engram, engram_host_copies)
     )
+    held = st.expert_format_on(hw.name) if any(t.fmt == "ds_fp4" for t in m.inventory.text) else None
+    if held is not None and expert_format is None:
+        notes.append(f"routed experts held as {held[0]}: {held[1]}")
     if kv_dtype is None and (why_kv := engine_kv_note(m, st)) is not None:
         notes.append(why_kv)
     from k3plan.engines.fp4_paths import model_fp4_refusal

@@ -432,7 +432,14 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
         # the draft's tensors in the forms the command's stack holds the target's (the draft's MoE runs the target's
         # runner: engines/sglang/spec.py DRAFT_RUNNER)
         held_stack = (
-            parse_stack(q.stack).with_options(**q.stack_options).with_defaults().with_expert_format(q.expert_format)
+            parse_stack(q.stack)
+            .with_options(**q.stack_options)
+            .with_defaults()
+            .bind(hw)
+            .with_engine_release(q.release, env=q.env)
+            .with_moe_runner(q.moe_runner)
+            .on_hardware(hw.name)
+            .with_expert_format(q.expert_format)
         )
         q = dataclasses.replace(
             q,
@@ -570,6 +577,12 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
         # reads (Stack.with_expert_format)
         opts["expert_format"] = q.expert_format
         q = dataclasses.replace(q, caveats=(*q.caveats, q.expert_format[1]))
+    if engine_rules(q.stack).expert_format is not None and "ds_fp4" in _routed_formats(model):
+        # what the engine's expert-format rule reads of the command beside the stack's options: its MoE runner as given
+        # and its environment (Stack.expert_format_on), so the stack's own rule on this GPU -- what fit without --serve
+        # and plan's weight columns read -- gives the reading's answer above
+        opts["moe_runner"] = q.moe_runner
+        opts["engine_env"] = q.env
     scale_rule = engine_rules(q.stack).fraction_scale
     if scale_rule is not None and hw.kind == "gpu":
         # a cut the engine applies to its static memory fraction (SGLang 0.4.7-0.5.4 under aiter): the budget's reserve
@@ -585,6 +598,14 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
             tp=q.tp,
             dp=q.dp,
         )
+    if q.swa_full_tokens_ratio is not None and model.spec.dsv4 is not None:
+        # SGLang's --swa-full-tokens-ratio: the budget's charge for a DeepSeek-V4 request reads it as the start check's
+        # pool does (Stack.engine_swa_ratio through step/dsv4_cache.engine_charge), so the table row and the check agree
+        opts["engine_swa_ratio"] = q.swa_full_tokens_ratio
+    if q.page_size is not None and model.spec.dsv4 is not None:
+        # SGLang's --page-size: the pages the budget's charge for a DeepSeek-V4 request reads, as the start check's pool
+        # does (Stack.engine_block through step/dsv4_cache.engine_charge)
+        opts["engine_block"] = q.page_size
     if q.release is not None:
         # the budget follows the engine's release: an option default it changed (Engine.option_defaults: vLLM's
         # gpu_memory_utilization) and DeepSeek-V4's charge (Stack.engine_release)

@@ -152,6 +152,12 @@ class Engine:
     # (every layer one MLA spec) where the command gives no --block-size (vLLM: engines/vllm/mla_block.py; fit sets it
     # as Stack.engine_block, which the budget's page and the engine's pool read); None: the stack's paging.align_tokens
     dense_mla_block: Optional[Callable[..., Optional[tuple[int, str]]]] = None
+    # (release=, device=, a2a=, runner=, env=) -> (format, why): the runtime format the engine's release holds a
+    # DeepSeek-V4 checkpoint's FP4 routed experts (ds_fp4) in on the GPU ``device`` under the all-to-all, MoE runner
+    # and environment given, where that differs from the stack's option choices (SGLang's DeepGEMM scale packing on
+    # SM100: engines/sglang/fp4_scales.py dsv4_fp4_expert_format; read through Stack.expert_format_on by fit with or
+    # without --serve and by plan's weight columns per GPU); None: the stack's option choices hold it on every GPU
+    expert_format: Optional[Callable[..., Optional[tuple[str, str]]]] = None
     # (architecture, hardware, vendor, intermediate, shards) -> (num, den, why): a device holds num / den of the
     # experts' even share where the engine TP-splits them (no expert parallelism) and pads a shard by the model's
     # rule (vLLM: engines/vllm/moe_padding.py expert_shard_pad; the budget's weights read it through

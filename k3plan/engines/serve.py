@@ -813,6 +813,7 @@ class ServeQuestion:
     # is not built)
     mm_zero_limits: frozenset[str] = frozenset()
     moe_backend: str | None = None
+    moe_runner: str | None = None  # SGLang's --moe-runner-backend as given (Stack.moe_runner)
     max_running_requests: int | None = None  # SGLang's --max-running-requests as given (None: its own default)
     batch_source: str = "the command's flag"
     chunk_source: str = "the command's flag"
@@ -1188,6 +1189,7 @@ def parse_serve(
         eplb=r.eplb,
         attention_backend=r.attention_backend,
         moe_backend=r.moe_backend,
+        moe_runner=r.moe_runner,
         language_model_only=lm_only,
         mm_zero_limits=mm_zero,
         max_running_requests=flag_int("--max-running-requests", r.running) if r.running is not None else None,

@@ -148,6 +148,9 @@ class Reading:
     batch_source: str = "the command's flag"
     running: str | None = None  # --max-running-requests as given
     moe_backend: str | None = None
+    # SGLang's --moe-runner-backend as given, any value (the expert-format rule reads runners the stack's option has no
+    # choice for: Stack.moe_runner); None: not given
+    moe_runner: str | None = None
     dp_attention: bool = False
     # where the engine splits the LM head over its whole TP group under DP attention (a Cite of the code; the family's
     # reader: engines/sglang/serve.py dp_lm_head); None: the stack's own rule

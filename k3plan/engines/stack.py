@@ -153,6 +153,14 @@ class Stack(Spec):
     # the serve command's environment settings the engine's rules read (VLLM_ATTENTION_BACKEND: Stack.dense_mla_block),
     # sorted (name, value) pairs; (): none given
     engine_env: tuple[tuple[str, str], ...] = ()
+    # a serve command's MoE runner as given (SGLang's --moe-runner-backend, any value: the engine's expert-format rule
+    # reads runners the stack's option moe_runner_backend has no choice for); None: that option's choice
+    # (Stack.expert_format_on)
+    moe_runner: Optional[str] = None
+    # a serve command's --swa-full-tokens-ratio (SGLang's DeepSeek-V4 sliding-window share of the pool), which the
+    # budget's charge for a request reads as the engine's start check does (step/dsv4_cache.engine_charge); None: the
+    # engine's default
+    engine_swa_ratio: Optional[float] = None
     # (num, den, why): a device holds num / den of the experts' even share, the engine TP-splitting them without
     # expert parallelism and padding each shard by the model's rule (Engine.expert_shard_pad, set from a serve
     # command); None: whole experts a rank, or shards the engine does not pad. The budget's weights apply it
@@ -413,6 +421,39 @@ class Stack(Spec):
         fp8 = str(self.kv_cache.dtype).startswith("fp8")
         got = rules.dense_mla_block(tuple(release), hardware, fp8_kv=fp8, env=dict(self.engine_env))
         return (self.paging.align_tokens, "") if got is None else got
+
+    def expert_format_on(self, hardware: str, checkpoint_fmt: str = "ds_fp4") -> tuple[str, str] | None:
+        """(format, why): the runtime format the engine release the stack runs (``engine_release``; None: the newest
+        read) holds a ``checkpoint_fmt`` checkpoint's routed experts in on ``hardware`` under the stack's all-to-all,
+        its MoE runner (``moe_runner``, else the option's choice) and the command's environment (``engine_env``), where
+        that differs from the stack's option choices (``Engine.expert_format``: SGLang's DeepGEMM scale packing on
+        SM100, engines/sglang/fp4_scales.py); None where they hold it. One rule: fit with and without --serve
+        (setup.make_setup, ``on_hardware``) and plan's weight columns per GPU read it."""
+        from k3plan.engines.registry import engine_rules
+
+        rule = engine_rules(self.name).expert_format
+        if rule is None or checkpoint_fmt != "ds_fp4" or not hardware:
+            return None
+        return rule(
+            release=None if self.engine_release is None else tuple(self.engine_release),
+            device=hardware,
+            a2a=str(self.chosen.get("moe_a2a_backend", "none")),
+            runner=self.moe_runner or self.chosen.get("moe_runner_backend"),
+            env=dict(self.engine_env),
+        )
+
+    def on_hardware(self, hardware: str) -> Stack:
+        """The stack with the routed experts in the format its engine holds them on ``hardware`` where that differs
+        from the option choices (``expert_format_on``, set by ``with_expert_format``); else itself."""
+        return self.with_expert_format(self.expert_format_on(hardware))
+
+    def with_swa_ratio(self, ratio: float | None) -> Stack:
+        """The stack with a serve command's --swa-full-tokens-ratio (``engine_swa_ratio``); None: as it is."""
+        return self if ratio is None else updated(self, engine_swa_ratio=float(ratio))
+
+    def with_moe_runner(self, runner: str | None) -> Stack:
+        """The stack with a serve command's MoE runner as given (``moe_runner``); None: as it is."""
+        return self if runner is None else updated(self, moe_runner=str(runner))
 
     def _reserves_term(self, term: str) -> bool:
         """Whether the engine release the stack runs (``engine_release``; None: the newest read) reserves ``term`` of the

@@ -205,11 +205,33 @@ def _unique_meshes(space: Space, rows: np.ndarray | slice = slice(None)) -> tupl
     return first, inverse.reshape(-1)
 
 
+def held_stacks(space: Space) -> tuple[list[Any], np.ndarray]:
+    """(the distinct stacks as each (stack, machine) of the space runs, each row's index into them): a stack with its
+    routed experts in the format its engine's release holds them on the row's GPU (``Stack.on_hardware``: SGLang's
+    DeepSeek-V4 FP4 scales packed on SM100), as fit's setup holds them (setup.make_setup); one a stack where no GPU
+    moves them. The weights read them per row, as plan's cache columns read each (stack, GPU)'s block."""
+    c = space.cols
+    held: list[Any] = []
+    seen: dict[tuple[int, tuple[tuple[str, str], ...]], int] = {}
+    table = np.zeros((len(space.stacks), max(len(space.hardware), 1)), dtype=np.int64)
+    for s, st in enumerate(space.stacks):
+        for h, hw in enumerate(space.hardware):
+            on = st.on_hardware(hw.name)
+            key = (s, tuple(sorted(on.runtime_formats.items())))
+            if key not in seen:
+                seen[key] = len(held)
+                held.append(on)
+            table[s, h] = seen[key]
+    return held, table[c.stack, c.hw] if c.hw.size else np.zeros(0, dtype=np.int64)
+
+
 def weight_columns(*, space: Space, model: Model) -> tuple[WeightCols, dict[str, np.ndarray]]:
-    """(per-configuration weight figures, fallback kind -> bool per configuration)."""
+    """(per-configuration weight figures, fallback kind -> bool per configuration): each row's weights by its stack as
+    it runs on the row's GPU (``held_stacks``)."""
     c = space.cols
     first, inverse = _unique_meshes(space)
     classes = stage_classes(model.inventory)
+    stacks, held = held_stacks(space)
     per_stack = [
         with_engram(
             mesh_weights(
@@ -224,16 +246,16 @@ def weight_columns(*, space: Space, model: Model) -> tuple[WeightCols, dict[str,
             stack=s,
             tp=c.tp[first],
         )
-        for s in space.stacks
+        for s in stacks
     ]
-    # MeshWeights' fields of the same names, gathered from (stack, unique mesh) to each configuration
+    # MeshWeights' fields of the same names, gathered from (held stack, unique mesh) to each configuration
     out = WeightCols(
-        **{f.name: np.stack([getattr(w, f.name) for w in per_stack])[c.stack, inverse] for f in fields(WeightCols)}
+        **{f.name: np.stack([getattr(w, f.name) for w in per_stack])[held, inverse] for f in fields(WeightCols)}
     )
     kinds: dict[str, np.ndarray] = {}
     for i, w in enumerate(per_stack):
         for k, mask in w.fallback_kinds.items():
-            hit = mask[inverse] & (c.stack == i)
+            hit = mask[inverse] & (held == i)
             kinds[k] = kinds[k] | hit if k in kinds else hit
     return out, kinds
 
@@ -264,10 +286,11 @@ def stage_columns(*, space: Space, model: Model) -> list[StageCols]:
     spec = model.spec
     top = int(c.pp.max(initial=1))
     out = [StageCols.zeros(n) for _ in range(top)]
-    for si, st in enumerate(space.stacks):
+    stacks, held = held_stacks(space)  # each row's stack as it runs on its GPU (the weights' format)
+    for si, st in enumerate(stacks):
         remainder = st.pipeline.remainder if st.pipeline else "before_last"
-        for pp in np.unique(c.pp[c.stack == si]):
-            rows = np.flatnonzero((c.stack == si) & (c.pp == pp))
+        for pp in np.unique(c.pp[held == si]):
+            rows = np.flatnonzero((held == si) & (c.pp == pp))
             first, inverse = _unique_meshes(space, rows)
             first = rows[first]
             for stage in stages(spec, int(pp), remainder):

@@ -97,6 +97,8 @@ def engine_charge(
         at["release"] = stack.engine_release
     if stack.engine_block is not None:  # the serve command's --block-size (Stack.engine_block)
         at["block"] = stack.engine_block
+    if stack.engine_swa_ratio is not None:  # the serve command's --swa-full-tokens-ratio (Stack.engine_swa_ratio)
+        at["swa_ratio"] = stack.engine_swa_ratio
     return rule(
         d,
         hardware=hardware,

@@ -182,3 +182,33 @@ def test_a_multimodal_model_s_reserve_is_sglang_s_vision_cut_in_fit_and_plan_ali
     assert setup.stack.vision_encoder is not None
     f = fit(setup, Workload(context_tokens=8192, batch=1, prefill_chunk_tokens=r.chunk_tokens))
     assert f.per_device.reserve_bytes == r.per_device.reserve_bytes
+
+
+def test_deepseek_v4_s_fp4_experts_under_sglang_are_held_as_the_gpu_holds_them_in_fit_and_plan_alike():
+    """DeepSeek-V4-Flash under SGLang's stack (its DeepEP all-to-all) on an H200 and a B200 at one split: the FP4
+    experts' scales stay fp32 on the SM90 GPU and are packed to UE8M0 int32 (1 B a 32-block) on the SM100 one
+    (engines/sglang/fp4_scales.py, read through Stack.on_hardware), in plan's weight columns per GPU as in fit's
+    setup -- until session 51 plan and a plain fit priced fp32 on every GPU, where fit --serve packed them on B200."""
+    model = "deepseek-v4-flash"
+    sp = space(model)
+    cols, _ = columns(model, 8192, 1)
+    rows: dict[str, object] = {}
+    for i in range(sp.size):
+        r = row(space=sp, cols=cols, i=i, rank=1)
+        if (r.stack, r.tp, r.dp, r.pp, r.kv_dtype_override) == ("sglang", 8, 1, 1, None):
+            rows.setdefault(r.hardware, r)
+    assert {"nvidia-h200", "nvidia-b200"} <= set(rows)
+    got = {}
+    for hw in ("nvidia-h200", "nvidia-b200"):
+        r = rows[hw]
+        setup = make_setup(model=model, hardware=hw, topology=r.topology, tp=r.tp, ep=r.ep, dp=r.dp, pp=r.pp,
+                           stack=r.stack, kv_dtype=r.kv_dtype_override)  # fmt: skip
+        f = fit(setup, Workload(context_tokens=8192, batch=1, prefill_chunk_tokens=r.chunk_tokens))
+        assert f.per_device.weights_bytes == r.per_device.weights_bytes
+        got[hw] = (setup.stack.runtime_format("expert", "ds_fp4"), r.per_device.weights_bytes, setup)
+    assert got["nvidia-h200"][0] == "mxfp4_f32scale" and got["nvidia-b200"][0] == "mxfp4_ue8m0_packed"
+    setup = got["nvidia-b200"][2]
+    experts = [t for t in setup.model.inventory.text if t.role == "expert" and t.fmt == "ds_fp4"]
+    blocks = sum(t.params for t in experts) // 32 // setup.parallel.ep  # a GPU's share of the 32-blocks
+    # fp32's 4 B a block against the packed 1 B (V4's shapes pad nothing: test_sglang_fp4_scales)
+    assert got["nvidia-h200"][1] - got["nvidia-b200"][1] == pytest.approx(3 * blocks, rel=1e-6)

@@ -304,3 +304,42 @@ def test_bf16_compressor_states_reproduce_a_logged_v4_flash_pool(flash):
             platform="gpu",
         )
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("path", ["deepseek-ai/DeepSeek-V4-Flash", "deepseek-ai/DeepSeek-V4.1-Flash"])
+def test_the_table_row_charges_the_command_s_swa_ratio_as_its_start_check_does(cli, path):
+    """A command's --swa-full-tokens-ratio reaches the budget's charge a request (Stack.engine_swa_ratio through
+    step/dsv4_cache.engine_charge), as SGLang's start check reads it (V4: the window and c4 rings in each full token
+    at the ratio; V4.1: ratio mode, the window in each full token and no cap pool apart). Until session 51 the table
+    row charged SGLang's default 0.1 (V4.1: cap mode) whatever the command set: V4-Flash on 8 B200 at 0.5 held 152
+    sequences in the row where the check's pool held 52.29."""
+    base = f"python3 -m sglang.launch_server --model-path {path} --tp 8 --context-length 131072"
+    out = {}
+    for ratio in (None, 0.5):
+        serve = base + ("" if ratio is None else f" --swa-full-tokens-ratio {ratio}")
+        out[ratio] = json.loads(cli("fit", "-H", "nvidia-b200", "-t", "8", "--serve", serve, "--json").stdout)
+    for got in out.values():  # the row's sequences within 5% of the check's, at either ratio
+        conc, held = got["engine"]["max_concurrency"], got["capacity"]["max_sequences"]
+        assert 0.95 * conc <= held <= 1.05 * conc, (conc, held)
+    assert out[0.5]["per_device"]["kv_bytes_per_token"] > out[None]["per_device"]["kv_bytes_per_token"]
+    d = load_model(path.split("/")[1].lower()).spec.dsv4
+    if d.csa2 is None:  # V4: the row's bytes a token are the pool's at the ratio, spread over the layers
+        p = sglang_dsv4_pool(d, form=FORM, swa_ratio=0.5)
+        layers = len(d.compress_ratios)
+        assert out[0.5]["per_device"]["kv_bytes_per_token"] // layers == math.ceil(p.bytes_per_full_token / layers)
+
+
+def test_the_table_row_charges_the_command_s_page_size_as_its_start_check_does(cli, flash):
+    """A command's --page-size reaches the budget's charge a request too (Stack.engine_block through engine_charge):
+    0.5.21's V4 form pads each pool's pages, so a 128-token page costs more a token. Until session 51 the row charged
+    SGLang's 256 whatever the command set: V4-Flash on 8 B200 at 128 held 152 sequences where the check held 132.13."""
+    serve = (
+        "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V4-Flash --tp 8 --context-length 131072 "
+        "--page-size 128"
+    )
+    got = json.loads(cli("fit", "-H", "nvidia-b200", "-t", "8", "--serve", serve, "--json").stdout)
+    conc, held = got["engine"]["max_concurrency"], got["capacity"]["max_sequences"]
+    assert 0.95 * conc <= held <= 1.05 * conc, (conc, held)
+    p = sglang_dsv4_pool(flash, form=FORM, page=128)
+    layers = len(flash.compress_ratios)
+    assert got["per_device"]["kv_bytes_per_token"] // layers == math.ceil(p.bytes_per_full_token / layers)

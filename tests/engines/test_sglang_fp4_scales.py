@@ -73,8 +73,10 @@ def test_a_megamoe_command_on_b200_holds_the_packed_scales_twice():
 def test_the_repacked_scales_leave_a_gpu_the_fp32_bytes_less():
     """V4-Pro at EP 8 on B200 under megamoe: 4 B a 32-block of fp32 against 2 B packed twice, exactly."""
     kw = dict(model="deepseek-v4-pro", hardware="nvidia-b200", topology="8", tp=1, ep=8, dp=8)
-    f32 = setup_from(**kw, stack="dp-attention:moe_a2a_backend=megamoe")
-    twice = setup_from(**kw, stack="dp-attention:moe_a2a_backend=megamoe", expert_format=(PACKED_TWICE, "test"))
+    # the B200's own rule packs them twice (Stack.on_hardware): the fp32 form set over it, as the stack's choice holds
+    f32 = setup_from(**kw, stack="dp-attention:moe_a2a_backend=megamoe", expert_format=(F32, "test"))
+    twice = setup_from(**kw, stack="dp-attention:moe_a2a_backend=megamoe")
+    assert twice.stack.runtime_format("expert", "ds_fp4") == PACKED_TWICE
     experts = [t for t in f32.model.inventory.text if t.role == "expert" and t.fmt == "ds_fp4"]
     blocks = sum(t.params for t in experts) // 32 // 8
     assert f32.weights.role_bytes("expert") - twice.weights.role_bytes("expert") == pytest.approx(2 * blocks, rel=1e-6)
@@ -113,3 +115,26 @@ def test_the_jit_deepgemm_switch_is_read_as_sglang_parses_it():
         parse_serve(
             "SGLANG_ENABLE_JIT_DEEPGEMM=maybe " + cmd, platform="gpu", device_gib=178.4, device_name="nvidia-b200"
         )
+
+
+@pytest.mark.parametrize(
+    ("model", "path", "hardware"),
+    [
+        ("deepseek-v4-flash", "deepseek-ai/DeepSeek-V4-Flash", "nvidia-b200"),
+        ("deepseek-v4-flash", "deepseek-ai/DeepSeek-V4-Flash", "nvidia-h200"),
+        ("deepseek-v4-pro", "deepseek-ai/DeepSeek-V4-Pro", "nvidia-gb300-nvl72"),
+    ],
+)
+def test_a_plain_fit_holds_the_experts_as_the_equivalent_serve_command(cli, model, path, hardware):
+    """fit without --serve under SGLang's stack (its DeepEP all-to-all, the newest release read) and fit --serve of
+    the launch_server command that runs the same (--tp 8 --moe-a2a-backend deepep, no release named) hold the same
+    weights a GPU: the FP4 experts' scales packed on an SM100 GPU, fp32 on an SM90 one, by one rule
+    (Stack.expert_format_on). Until session 51 the plain fit priced fp32 on every GPU (V4-Flash on 8 B200: 24.84 GB a
+    GPU against --serve's 21.59)."""
+    plain = cli("fit", "-m", model, "-H", hardware, "-t", "8", "--tp", "8", "--stack", "sglang", "--json")
+    serve = f"python -m sglang.launch_server --model-path {path} --tp 8 --moe-a2a-backend deepep"
+    served = cli("fit", "-H", hardware, "-t", "8", "--serve", serve, "--json")
+    a, b = json.loads(plain.stdout), json.loads(served.stdout)
+    assert (a["parallel"], a["stack"]) == (b["parallel"], b["stack"])
+    assert a["per_device"]["weights_bytes"] == b["per_device"]["weights_bytes"]
+    assert a["weights_by_role"] == b["weights_by_role"]

@@ -13,6 +13,7 @@ from k3plan.engines.sglang import dsv4
 from k3plan.engines.sglang.aiter_fraction import aiter_fraction_scale
 from k3plan.engines.sglang.dsv4_pool import OLDEST_READ
 from k3plan.engines.sglang.eplb import redundant_expert_pad
+from k3plan.engines.sglang.fp4_scales import dsv4_fp4_expert_format
 from k3plan.engines.sglang.fraction_eras import era_fraction
 from k3plan.engines.sglang.prefill_graph import prefill_graph
 from k3plan.engines.sglang.releases import (
@@ -29,6 +30,8 @@ ENGINE = Engine(
     # 0.4.7-0.5.4's x 0.85 under aiter (engines/sglang/aiter_fraction.py), its tp_size the groups' TP x DP
     fraction_scale=partial(aiter_fraction_scale, dp_attention=True),
     redundant_expert_pad=redundant_expert_pad,  # --ep-num-redundant-experts (engines/sglang/eplb.py)
+    # DeepSeek-V4's FP4 expert scales as the release holds them on the GPU (engines/sglang/fp4_scales.py)
+    expert_format=dsv4_fp4_expert_format,
     name="dp-attention",
     package="dp_attention",
     stack_path=Path(__file__).resolve().parent / "stack.yaml",

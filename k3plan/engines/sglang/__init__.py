@@ -12,6 +12,7 @@ from k3plan.engines.sglang.aiter_fraction import aiter_fraction_scale
 from k3plan.engines.sglang.dsv4_pool import OLDEST_READ
 from k3plan.engines.sglang.eplb import redundant_expert_pad
 from k3plan.engines.sglang.flags import SGLANG_A2A_DEFAULT
+from k3plan.engines.sglang.fp4_scales import dsv4_fp4_expert_format
 from k3plan.engines.sglang.fraction_eras import era_fraction
 from k3plan.engines.sglang.prefill_graph import prefill_graph
 from k3plan.engines.sglang.releases import (
@@ -27,6 +28,8 @@ from k3plan.engines.sglang.releases import (
 ENGINE = Engine(
     fraction_scale=aiter_fraction_scale,  # 0.4.7-0.5.4's x 0.85 under aiter (engines/sglang/aiter_fraction.py)
     redundant_expert_pad=redundant_expert_pad,  # --ep-num-redundant-experts (engines/sglang/eplb.py)
+    # DeepSeek-V4's FP4 expert scales as the release holds them on the GPU (engines/sglang/fp4_scales.py)
+    expert_format=dsv4_fp4_expert_format,
     name="sglang",
     package="sglang",
     stack_path=Path(__file__).resolve().parent / "stack.yaml",

@@ -481,6 +481,8 @@ def dsv4_request_charge(
     chunk: int = 0,
     spec_tokens: int = 0,
     release: tuple[int, int, int] | None = None,
+    swa_ratio: float | None = None,
+    block: int | None = None,
     **_: int | str,
 ) -> RequestCharge | None:
     """What SGLang's pool charges a DeepSeek-V4 request on a GPU: its full tokens at ``bytes_per_full_token`` in whole
@@ -493,7 +495,9 @@ def dsv4_request_charge(
     GPU. ``release``: the pool form's (the budget's: engines/sglang/dsv4.py request_charge passes the newest read
     where a question names none; None here: the cited forms, 0.5.15's and V4.1's main-branch read). V4.1's pages in
     the V4 layout: 0.5.23's V4.1 layouts (flashmla_mega at attention TP 1 on SM100) are the start check's alone, the
-    charge not being told the split."""
+    charge not being told the split. ``swa_ratio``: a command's --swa-full-tokens-ratio (None: SGLang's V4 default;
+    V4.1's cap mode), as its start check reads it (engines/sglang/memory.py), so the budget and the check charge one
+    figure a token; ``block``: its --page-size (None: SGLang's V4 default), the pages both read."""
     from k3plan.engines.dsv4_layout import RequestCharge
     from k3plan.engines.release import release_text
 
@@ -505,7 +509,14 @@ def dsv4_request_charge(
         draft = spec_tokens + 1 if spec_tokens else 0
         form41 = v41_form_for_release(at)
         v41 = sglang_dsv41_pool(
-            d, chunk=chunk, max_running_requests=1, draft_layers=int(draft > 0), draft_tokens=draft, form=form41
+            d,
+            chunk=chunk,
+            max_running_requests=1,
+            draft_layers=int(draft > 0),
+            draft_tokens=draft,
+            form=form41,
+            swa_ratio=swa_ratio,  # given: ratio mode, the window in each full token and no cap pool apart
+            page=block,
         )
         # a request slot's ratio-2 pending-pair ring (0.5.21 on; the pool's fixed_bytes at one request hold two slots
         # and a spare ring, so the slot's share is taken from the ring itself)
@@ -518,11 +529,21 @@ def dsv4_request_charge(
             block_bytes=v41.page * v41.bytes_per_full_token,
             fixed_blocks=0,
             source=f"SGLang's DeepSeek-V4.1 pool ({said} {form41} form), "
-            f"{v41.bytes_per_full_token:,.2f} B a full token at its defaults: "
-            f"{V41_SOURCE}",
+            + (
+                f"{v41.bytes_per_full_token:,.2f} B a full token at its defaults: {V41_SOURCE}"
+                if swa_ratio is None
+                else v41.source
+            ),
             apart_bytes=apart,
             apart_source=(
-                f"its share of the sliding-window pool (cap mode, SGLang's default for V4.1): "
+                (
+                    f"its slot's ratio-2 pending-pair ring, {ring2} rows x {2 * d.head_dim * F32:,} B x {n2} layers "
+                    f"(sglang {form41}: {V41_FORM_SOURCE})"
+                    if c2_slot
+                    else ""
+                )
+                if swa_ratio is not None
+                else f"its share of the sliding-window pool (cap mode, SGLang's default for V4.1): "
                 f"{v41.swa_tokens_per_request:,} tokens (window {d.sliding_window} + eviction {EVICTION_INTERVAL}"
                 + (f" x {draft} draft tokens + a page + the next decode's 2 x {draft}" if draft else " + 2 pages")
                 + f" + the radix cache's 4 prefix tails of window + page) x {v41.bytes_per_swa_token:,.0f} B, "
@@ -537,7 +558,7 @@ def dsv4_request_charge(
             ),
         )
     form = form_for_release(at)
-    pool = sglang_dsv4_pool(d, form=form)
+    pool = sglang_dsv4_pool(d, form=form, swa_ratio=swa_ratio, page=block)
     n128 = tuple(d.compress_ratios).count(128)
     # a request slot's c128 ring (FORM_0515_SOURCE), a fixed charge from 0.5.15; 0.5.13's form counts the rings in
     # its bytes a full token

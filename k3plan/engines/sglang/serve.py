@@ -729,6 +729,7 @@ def read(r: Reading) -> None:
     from k3plan.engines.stack import load_stack
 
     runner = get("--moe-runner-backend", None)  # ServerArgs.moe_runner_backend: the MoE kernel
+    r.moe_runner = runner  # as given, for the expert-format rule (Stack.moe_runner, engines/sglang/fp4_scales.py)
     choices = load_stack("sglang").options["moe_runner_backend"].choices
     if runner in choices:  # the runners whose holding of DeepSeek-V4's FP4 experts was read (stack.yaml)
         r.options["moe_runner_backend"] = runner  # set after moe_a2a_backend: its formats are the runner's
