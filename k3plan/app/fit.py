@@ -602,10 +602,6 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
         # SGLang's --swa-full-tokens-ratio: the budget's charge for a DeepSeek-V4 request reads it as the start check's
         # pool does (Stack.engine_swa_ratio through step/dsv4_cache.engine_charge), so the table row and the check agree
         opts["engine_swa_ratio"] = q.swa_full_tokens_ratio
-    if q.page_size is not None and model.spec.dsv4 is not None:
-        # SGLang's --page-size: the pages the budget's charge for a DeepSeek-V4 request reads, as the start check's pool
-        # does (Stack.engine_block through step/dsv4_cache.engine_charge)
-        opts["engine_block"] = q.page_size
     if q.release is not None:
         # the budget follows the engine's release: an option default it changed (Engine.option_defaults: vLLM's
         # gpu_memory_utilization) and DeepSeek-V4's charge (Stack.engine_release)

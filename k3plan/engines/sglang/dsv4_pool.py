@@ -482,7 +482,6 @@ def dsv4_request_charge(
     spec_tokens: int = 0,
     release: tuple[int, int, int] | None = None,
     swa_ratio: float | None = None,
-    block: int | None = None,
     **_: int | str,
 ) -> RequestCharge | None:
     """What SGLang's pool charges a DeepSeek-V4 request on a GPU: its full tokens at ``bytes_per_full_token`` in whole
@@ -497,7 +496,7 @@ def dsv4_request_charge(
     the V4 layout: 0.5.23's V4.1 layouts (flashmla_mega at attention TP 1 on SM100) are the start check's alone, the
     charge not being told the split. ``swa_ratio``: a command's --swa-full-tokens-ratio (None: SGLang's V4 default;
     V4.1's cap mode), as its start check reads it (engines/sglang/memory.py), so the budget and the check charge one
-    figure a token; ``block``: its --page-size (None: SGLang's V4 default), the pages both read."""
+    figure a token."""
     from k3plan.engines.dsv4_layout import RequestCharge
     from k3plan.engines.release import release_text
 
@@ -516,7 +515,6 @@ def dsv4_request_charge(
             draft_tokens=draft,
             form=form41,
             swa_ratio=swa_ratio,  # given: ratio mode, the window in each full token and no cap pool apart
-            page=block,
         )
         # a request slot's ratio-2 pending-pair ring (0.5.21 on; the pool's fixed_bytes at one request hold two slots
         # and a spare ring, so the slot's share is taken from the ring itself)
@@ -558,7 +556,7 @@ def dsv4_request_charge(
             ),
         )
     form = form_for_release(at)
-    pool = sglang_dsv4_pool(d, form=form, swa_ratio=swa_ratio, page=block)
+    pool = sglang_dsv4_pool(d, form=form, swa_ratio=swa_ratio)
     n128 = tuple(d.compress_ratios).count(128)
     # a request slot's c128 ring (FORM_0515_SOURCE), a fixed charge from 0.5.15; 0.5.13's form counts the rings in
     # its bytes a full token

@@ -21,6 +21,7 @@ from k3plan.engines.serve_values import (
     refuse_unpriced,
 )
 from k3plan.engines.serve_values import unabbreviated as shared_unabbreviated
+from k3plan.engines.sglang.dsv4_pool import PAGE
 from k3plan.engines.sglang.ep_moe_copy import AITER_ENV, ep_moe_copies
 from k3plan.engines.sglang.flags import SGLANG_A2A_DEFAULT
 from k3plan.engines.sglang.fp4_scales import JIT_DEEPGEMM_ENV, dsv4_fp4_expert_format
@@ -305,9 +306,26 @@ def _bundled(r: Reading) -> str:
         return ""
 
 
+# the bundled checkpoints SGLang serves as DeepseekV4ForCausalLM (configs/deepseek_v41.py maps V4.1's architecture to it)
+DSV4_FAMILY = (
+    "deepseek-v4-flash",
+    "deepseek-v4-flash-0731",
+    "deepseek-v4-pro",
+    "deepseek-v4-pro-0813",
+    "deepseek-v4.1-flash",
+)
+V4_PAGE_SOURCE = (
+    "not read: SGLang sets page_size 256 for DeepseekV4ForCausalLM on a CUDA or ROCm device whatever the command gives "
+    "(sglang 0.5.13 wheel arg_groups/deepseek_v4_hook.py apply_deepseek_v4_defaults 'server_args.page_size = 256'; "
+    "0.5.15 arg_groups/overrides.py _deepseek_v4_overrides and 0.5.19-0.5.22 arg_groups/model_overrides/deepseek_v4.py "
+    "overrides['page_size'] = page_size, 128 only on an NPU, declarations applied last writer wins over the raw inputs: "
+    "arg_groups/overrides.py declare_resolution; configs/deepseek_v41.py maps DeepseekV41ForCausalLM to it)"
+)
+
+
 def _deepseek_v4(r: Reading) -> bool:
     """The command serves a DeepSeek-V4 checkpoint (SGLang's models/deepseek_v4.py; not V4.1's)."""
-    return _bundled(r) in ("deepseek-v4-flash", "deepseek-v4-flash-0731", "deepseek-v4-pro", "deepseek-v4-pro-0813")
+    return _bundled(r) in DSV4_FAMILY[:-1]
 
 
 # SGLang serves DeepSeek-V4.1 (model_type deepseek_v41, DeepseekV41ForCausalLM) from 0.5.21: configs/deepseek_v41.py
@@ -747,6 +765,13 @@ def read(r: Reading) -> None:
     r.max_total_tokens = flag_int("--max-total-tokens", cap) if cap is not None else None
     page = get("--page-size", None)  # the pool's page (engines/sglang/memory.py sglang_kv_pool)
     r.page_size = flag_int("--page-size", page) if page is not None else None
+    if r.page_size is not None and _bundled(r) in DSV4_FAMILY:
+        # SGLang's DeepSeek-V4 defaults write page_size 256 over the command's on a CUDA / ROCm device, V4.1 too (its
+        # config maps DeepseekV41ForCausalLM to DeepseekV4ForCausalLM): the pool and the row read SGLang's page
+        if r.page_size != PAGE:
+            r.ignored.append(f"--page-size {r.page_size}")
+            r.caveats.append(f"--page-size {r.page_size}: {V4_PAGE_SOURCE}")
+        r.page_size = None
     swa = get("--swa-full-tokens-ratio", None)  # DeepSeek-V4's sub-pools (engines/sglang/dsv4_pool.py)
     if swa is not None:
         r.swa_ratio = float(fraction("--swa-full-tokens-ratio", swa))
