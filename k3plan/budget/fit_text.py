@@ -224,8 +224,13 @@ def _dsv4_text(setup: Setup, what: str, *, layout: CacheLayout, chunk: int, cont
         return (
             f"engine: {stack.name}'s own charge, as its start check sizes the pool (the budget and the engine one "
             f"accounting): a block of {charge.block_tokens} tokens of context costs {charge.block_bytes:,.0f} B a "
-            f"device, carried as {layout.kv_bytes_per_token_layer} B a token x {layout.n_mla} layers (rounded up); "
-            f"{charge.source}"
+            f"device, "
+            + (
+                "charged in whole blocks of those bytes; "
+                if layout.kv_block_bytes
+                else f"carried as {layout.kv_bytes_per_token_layer} B a token x {layout.n_mla} layers (rounded up); "
+            )
+            + f"{charge.source}"
         )
     if charge is not None and charge.apart_bytes:
         return (

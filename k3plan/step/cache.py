@@ -123,6 +123,9 @@ class CacheLayout(Frozen):
     # what the pool holds a sequence beyond its KV blocks and KDA slots, a device, the whole model's: the fixed state,
     # or the engine planner's charge where it has one (step.memory.CacheTerms.pool_state_bytes); None: the fixed state
     pool_state_bytes: int | None = None
+    # a block of context's KV a device, the whole model's, where the engine charges a block its own bytes
+    # (step.memory.CacheTerms.kv_block_bytes: DeepSeek-V4.1 on vLLM); 0: ``block_tokens`` x the layers' pages
+    kv_block_bytes: int = 0
 
     def _dump_extra(self, out):
         """One slot a sequence is every stack but SGLang's: the key appears only where it is more (the JSON
@@ -138,6 +141,8 @@ class CacheLayout(Frozen):
             out.pop("pool_state_bytes", None)
         if not out.get("fixed_state_bytes"):  # only DeepSeek-V4's layout has it
             out.pop("fixed_state_bytes", None)
+        if not out.get("kv_block_bytes"):  # only an engine's own block charge has it
+            out.pop("kv_block_bytes", None)
         return out
 
     def for_stage(self, *, n_mla: int, n_kda: int) -> CacheLayout:
@@ -224,6 +229,8 @@ class CacheLayout(Frozen):
                 layers=self.layers_held[0],
                 kv_bytes_per_token_layer=self.kv_bytes_per_token_layer,
                 extra_bytes_per_token=extra_bytes_per_token,
+                block_bytes=self.kv_block_bytes,
+                model_layers=self.model_n_mla or self.n_mla,
             )
         )
 
@@ -240,6 +247,8 @@ class CacheLayout(Frozen):
             layers=self.layers_held[0],
             kv_bytes_per_token_layer=self.kv_bytes_per_token_layer,
             extra_bytes_per_token=extra_bytes_per_token,
+            block_bytes=self.kv_block_bytes,
+            model_layers=self.model_n_mla or self.n_mla,
         )
 
 
@@ -251,7 +260,10 @@ def cache_inputs(
     Where the stack's engine charges a request by its own pool accounting on ``hardware`` (step/dsv4_cache.
     engine_charge: DeepSeek-V4.1 on vLLM's CUDA and ROCm backends, DeepSeek-V4 and V4.1 on SGLang; at ``chunk``
     tokens a step and ``context`` tokens), the KV a token, its block and the pool's charge a request beyond the KV
-    are the engine's."""
+    are the engine's: where the engine charges a block its own whole bytes (an int: vLLM's V4.1 groups), the budget
+    carries that block (``kv_block``: the KV term is whole blocks of it, to the byte), the bytes a token and layer
+    rounded up only for what reads a token's KV (the speed model's reads); SGLang's bytes a full token (a float) are
+    spread over the layers, rounded up."""
     from k3plan.step.dsv4_cache import dsv4_block, engine_charge
 
     out: dict[str, int | bool] = dict(
@@ -262,6 +274,7 @@ def cache_inputs(
         align_tokens=stack.paging.align_tokens,
         hybrid_paging=stack.paging.kind == "hybrid",
         fixed_state=fixed_state_bytes(spec, stack),  # DeepSeek-V4's; else 0
+        kv_block=0,  # the KV a block is block_tokens x the layers' pages, unless the engine charges its own (below)
     )
     if spec.hybrid_mla:  # a hybrid MLA model's block, aligned as the engine's release aligns it
         out["align_tokens"] = stack.hybrid_align(hardware)[0]
@@ -276,6 +289,7 @@ def cache_inputs(
             kv_layer=math.ceil(charge.block_bytes / (charge.block_tokens * spec.n_mla)),
             align_tokens=charge.block_tokens,
             pool_state=charge.fixed_bytes,
+            kv_block=charge.block_bytes if isinstance(charge.block_bytes, int) else 0,
         )
     return out
 
@@ -312,4 +326,5 @@ def cache_layout(
         state_layer_groups=stack.state.layer_groups,
         fixed_state_bytes=int(c.fixed_state_bytes),
         pool_state_bytes=None if c.pool_state_bytes is None else int(c.pool_state_bytes),
+        kv_block_bytes=int(c.kv_block_bytes),
     )

@@ -31,18 +31,38 @@ def heads_local(heads: int, tp):
     return where(heads % tp == 0, heads // tp, heads)
 
 
-def kv_sequence_bytes(context, *, block_tokens, layers, kv_bytes_per_token_layer, extra_bytes_per_token=0):
+def kv_sequence_bytes(
+    context, *, block_tokens, layers, kv_bytes_per_token_layer, extra_bytes_per_token=0, block_bytes=0, model_layers=0
+):
     """THE KV bytes of one sequence of ``context`` tokens a device: whole blocks of ``block_tokens``, each token
     ``layers`` MLA pages of ``kv_bytes_per_token_layer`` (the pool's ``held_layers``), plus
     ``extra_bytes_per_token`` a token paged alike (a speculative-decoding draft's KV, k3plan.workload.draft).
+    ``block_bytes`` (> 0): where an engine charges a block of context its own whole bytes (``CacheTerms.
+    kv_block_bytes``, the ``model_layers`` MLA layers of the model), a block costs those bytes to the byte, a pipeline
+    stage's ``layers`` their share rounded up, not ``block_tokens x layers`` pages rounded up a token and layer.
     Over ``int | numpy`` columns; budget_terms, CacheLayout, the draft's KV and a parked session all call it (a
     test holds that nothing else computes it), and ``kv_context_tokens`` is its inverse."""
-    return cdiv(context, block_tokens) * block_tokens * (layers * kv_bytes_per_token_layer + extra_bytes_per_token)
+    return cdiv(context, block_tokens) * _kv_block(
+        block_tokens, layers, kv_bytes_per_token_layer, extra_bytes_per_token, block_bytes, model_layers
+    )
 
 
-def kv_context_tokens(kv_room, *, block_tokens, layers, kv_bytes_per_token_layer, extra_bytes_per_token=0) -> int:
+def _kv_block(block_tokens, layers, kv_bytes_per_token_layer, extra_bytes_per_token, block_bytes, model_layers):
+    """One block's KV a device (``kv_sequence_bytes``): the engine's block bytes where it has them, else the pages."""
+    pages = block_tokens * (layers * kv_bytes_per_token_layer + extra_bytes_per_token)
+    if not hasattr(block_bytes, "shape") and not block_bytes:  # the hot scalar path: no engine block
+        return pages
+    own = cdiv(block_bytes * layers, maximum(model_layers, 1)) + block_tokens * extra_bytes_per_token
+    return where(block_bytes > 0, own, pages)
+
+
+def kv_context_tokens(
+    kv_room, *, block_tokens, layers, kv_bytes_per_token_layer, extra_bytes_per_token=0, block_bytes=0, model_layers=0
+) -> int:
     """The longest context whose ``kv_sequence_bytes`` fits ``kv_room`` bytes (whole blocks; 0 when none does)."""
-    per_block = block_tokens * (layers * kv_bytes_per_token_layer + extra_bytes_per_token)
+    per_block = _kv_block(
+        block_tokens, layers, kv_bytes_per_token_layer, extra_bytes_per_token, block_bytes, model_layers
+    )
     if kv_room <= 0 or per_block <= 0:
         return 0
     return int(kv_room // per_block) * block_tokens
@@ -77,6 +97,9 @@ class CacheTerms(Generic[C]):
     # engine planner's charge where it has one (DeepSeek-V4.1 on vLLM: windows holding the tokens in flight, rings;
     # DeepSeek-V4 on SGLang: none apart, its full-token bytes hold it); None: the fixed state
     pool_state_bytes: C | int | None = None
+    # a block of context's KV a device where the engine charges a block its own whole bytes (DeepSeek-V4.1 on vLLM:
+    # step/cache.py cache_inputs), the model's MLA layers together; 0: ``block_tokens`` x the layers' pages
+    kv_block_bytes: C | int = 0
 
 
 class CacheCols(Protocol[C_co]):
@@ -93,6 +116,8 @@ class CacheCols(Protocol[C_co]):
     def fixed_state_bytes(self) -> C_co | int: ...
     @property
     def pool_state_bytes(self) -> C_co | int | None: ...
+    @property
+    def kv_block_bytes(self) -> C_co | int: ...
 
 
 def cache_terms(
@@ -107,6 +132,7 @@ def cache_terms(
     tp,
     fixed_state=0,
     pool_state=None,
+    kv_block=0,
 ) -> CacheTerms[C]:
     """Per-device cache layout from the whole-model figures a layer (``kv_layer``, ``state_layer``);
     ``fixed_state``: DeepSeek-V4's fixed state a sequence, whole model (held as its KV is: whole on every TP
@@ -128,6 +154,7 @@ def cache_terms(
         hybrid=hybrid,
         fixed_state_bytes=where(replicate_across_tp, fixed_state, cdiv(fixed_state, tp)),
         pool_state_bytes=where(replicate_across_tp, pool_state, cdiv(pool_state, tp)),
+        kv_block_bytes=where(replicate_across_tp, kv_block, cdiv(kv_block, tp)),
     )
 
 
@@ -228,7 +255,12 @@ def budget_terms(
     block = cache.block_tokens
     held_mla, _ = held_layers(n_mla, n_kda, state_layer_groups, spec.n_mla, spec.n_kda)
     kv_seq = kv_sequence_bytes(
-        context, block_tokens=block, layers=held_mla, kv_bytes_per_token_layer=cache.kv_bytes_per_token_layer
+        context,
+        block_tokens=block,
+        layers=held_mla,
+        kv_bytes_per_token_layer=cache.kv_bytes_per_token_layer,
+        block_bytes=cache.kv_block_bytes,
+        model_layers=spec.n_mla,
     )
     state_seq = state_pool_bytes(
         n_mla, n_kda, cache.state_bytes_per_layer, state_slots, state_layer_groups, spec.n_mla, spec.n_kda

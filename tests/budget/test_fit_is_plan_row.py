@@ -111,7 +111,7 @@ def test_v41_on_vllm_is_the_engine_s_charge_in_fit_and_plan_alike(hardware):
     check charges a request (Dsv41Pages: blocks a request x a block's bytes)."""
     from k3plan.engines.vllm.attention_config import SM100_FAMILY
     from k3plan.engines.vllm.dsv4_pages import dsv41_pages
-    from k3plan.engines.vllm.releases import default_in_flight
+    from k3plan.engines.vllm.releases import NEWEST_RELEASE, default_in_flight
 
     model, context = "deepseek-v4.1-flash", 131072
     cols, _ = columns(model, context, 1)
@@ -128,7 +128,15 @@ def test_v41_on_vllm_is_the_engine_s_charge_in_fit_and_plan_alike(hardware):
         for k in fields(PerDevice):
             assert getattr(r.per_device, k) == getattr(f.per_device, k), (k, chunk)
         # the block vLLM resolves on the GPU: 128 on SM100, 64 on Hopper (engines/vllm/dsv4_pages.py v41_default_block)
-        pages = dsv41_pages(d, block_tokens=128 if hardware in SM100_FAMILY else 64, sm100=hardware in SM100_FAMILY)
+        # the groups of the newest release, which a question without one reads (engines/vllm/releases.py): packed
+        # (engines/vllm/dsv4_pages.py V41_PACKED_SOURCE), a block 212,256 B on SM100 (whole rows of 528 B), 116,928 on
+        # Hopper -- neither a whole number of bytes a token and layer, charged by the budget in whole blocks
+        pages = dsv41_pages(
+            d,
+            block_tokens=128 if hardware in SM100_FAMILY else 64,
+            sm100=hardware in SM100_FAMILY,
+            release=NEWEST_RELEASE,
+        )
         # its window pages hold the newest release's batches in flight (engines/vllm/releases.py: 2 at PP 1)
         in_flight = chunk * default_in_flight()
         engine = pages.blocks_per_request(max_model_len=context, max_num_batched_tokens=in_flight) * pages.block_bytes

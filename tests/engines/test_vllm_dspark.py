@@ -66,8 +66,10 @@ def test_the_inferencex_v41_line_reads_and_the_draft_adds_its_weights_and_window
     # target's (engines/vllm/moe_padding.py MOE_SHARD_RULES)
     assert 1.2 * 2**30 < extra - hidden < 1.4 * 2**30
     assert "DSpark stages" in dspark["sources"]["weights"]
-    # the three draft layers' windows: 43 windowed caches in 11 groups of 4 (40 in 10 without the drafter)
-    assert "window[10]" in dspark["sources"]["num_blocks"] and "window[10]" not in plain["sources"]["num_blocks"]
+    # the three draft layers' windows: 43 windowed caches in cdiv(43, 6) = 8 groups (40 in 7 without the drafter), six
+    # 19,008-B window pages to the compressed group's 116,928-B block (the packed groups of 0.30.0-0.33.0, the newest
+    # read: engines/vllm/dsv4_pages.py V41_PACKED_SOURCE; 11 and 10 groups of 4 on main's planner reading)
+    assert "window[7]" in dspark["sources"]["num_blocks"] and "window[7]" not in plain["sources"]["num_blocks"]
 
 
 def test_dspark_on_a_checkpoint_without_dspark_stages_and_mtp_on_one_with_them_are_refused(cli):

@@ -118,7 +118,10 @@ def test_the_nvfp4_record_is_read_on_sm100_and_refused_elsewhere(cli):
         json.loads(cli("fit", "-H", "nvidia-b200", "--serve", base + k, "--json").stdout)["engine"]
         for k in ("fp8", "nvfp4_ds_mla")
     )
-    assert fp4["kv_pool_bytes"] == fp8["kv_pool_bytes"] and fp4["kv_pool_tokens"] > 1.5 * fp8["kv_pool_tokens"]
+    # packed (0.33.0, the newest read): a block 212,256 B at fp8, 136,224 at nvfp4 (1.56x), but nvfp4's narrower anchor
+    # cuts the windows into more groups, so a request holds more blocks: 1.44x the tokens (1.5x and more until the
+    # 0.30.0-0.33.0 packing was read, dsv4_pages.V41_PACKED_SOURCE)
+    assert fp4["kv_pool_bytes"] == fp8["kv_pool_bytes"] and fp4["kv_pool_tokens"] > 1.4 * fp8["kv_pool_tokens"]
     assert "KV-source records of 288 B" in fp4["sources"]["num_blocks"]
     r = cli("fit", "-H", "nvidia-h200", "--serve", base + "nvfp4_ds_mla")
     assert r.exit_code == 1 and "FlashMLA decodes only on SM100" in r.output
@@ -160,20 +163,26 @@ def test_on_rocm_v41_is_charged_as_vllm_s_planner_lays_it_out_and_elsewhere_unre
     r = cli("fit", "-m", "deepseek-v4.1-flash", "-H", "amd-mi355x", "-t", "2", "-s", "vllm", "--json")
     out = json.loads(r.stdout)
     dev, d = out["per_device"], load_model("deepseek-v4.1-flash").spec.dsv4
-    pages = dsv41_pages(d, block_tokens=64, sm100=False)
-    # a question without a release reads vLLM's newest (engines/vllm/releases.py): its windowed groups hold pages for
-    # two batches in flight under the default async scheduling
+    from k3plan.engines.vllm.releases import NEWEST_RELEASE
+
+    # a question without a release reads vLLM's newest (engines/vllm/releases.py): its packed groups (0.30.0 on,
+    # dsv4_pages.V41_PACKED_SOURCE), its windowed groups holding pages for two batches in flight under the default
+    # async scheduling
+    pages = dsv41_pages(d, block_tokens=64, sm100=False, release=NEWEST_RELEASE)
     in_flight = out["workload"]["prefill_chunk_tokens"] * default_in_flight()
     assert default_in_flight() == 2
     charge = pages.blocks_per_request(max_model_len=131_072, max_num_batched_tokens=in_flight)
     assert dev["kv_bytes"] + dev["state_bytes"] == charge * pages.block_bytes
-    assert "was not read" not in r.output and out["capacity"]["max_sequences"] < 200
+    # the engine's concurrency on the packed groups 200.02 (99.63 on main's planner reading, before
+    # V41_PACKED_SOURCE), a fifth of the 1,032 the model's own formats held; the budget's whole sequences 201 (its
+    # room is not the engine's pool: the budget's temporaries are not the engine's profiled activations)
+    assert "was not read" not in r.output and out["engine"]["max_concurrency"] < 1032 / 4
     tpu = " ".join(cli("fit", "-m", "deepseek-v4.1-flash", "-H", "tpu-v7x", "-t", "2x2x2").output.split())
     assert "the engine's own pool accounting for V4.1 here was not read" in tpu
 
 
-def test_the_0_30_to_0_32_releases_pack_v41_s_caches_generically(d):
-    """vLLM 0.30.0 .. 0.32.0 (the PyPI wheels; V41_PACKED_SOURCE): no V4 planner; a KV source's compressed cache and
+def test_the_0_30_to_0_34_releases_pack_v41_s_caches_generically(d):
+    """vLLM 0.30.0 .. 0.34.0 (the PyPI wheels; V41_PACKED_SOURCE): no V4 planner; a KV source's compressed cache and
     index keys are MLAAttentionSpecs of --block-size tokens with tokens_per_state = its ratio, so a ratio-2 page holds
     block // 2 records (Hopper, block 64: 32 x 584 = 18,688 -> 19,008 B, index 32 x 132 -> 4,608; ratio 1: 37,440 and
     8,640); kv_cache_utils._get_packed_kv_cache_groups keeps the unbalanced compressed bucket whole (116,928 B, the
@@ -181,8 +190,8 @@ def test_the_0_30_to_0_32_releases_pack_v41_s_caches_generically(d):
     (8 rows x 1,024 f32, unpadded: 32,768 B) into one; a block costs the largest group's pages, 116,928 B."""
     from k3plan.engines.vllm.dsv4_pages import v41_packed
 
-    assert not v41_packed(None) and not v41_packed((0, 29, 0)) and not v41_packed((0, 33, 0))
-    assert v41_packed((0, 30, 0)) and v41_packed((0, 32, 0))
+    assert not v41_packed(None) and not v41_packed((0, 29, 0))
+    assert v41_packed((0, 30, 0)) and v41_packed((0, 33, 0)) and v41_packed((0, 34, 0))
     p = dsv41_pages(d, block_tokens=64, sm100=False, release=(0, 31, 0))
     assert p.groups[0].pages == (19_008, 19_008, 19_008, 37_440, 4_608, 4_608, 4_608, 8_640)  # sources 2, 8, 14, 20
     assert p.groups[0].block_tokens == 64  # a request holds cdiv(max_model_len, 64) pages of every source
@@ -193,6 +202,14 @@ def test_the_0_30_to_0_32_releases_pack_v41_s_caches_generically(d):
     # 262,144 tokens, two batches of 8,192 in flight: 4,096 + 7 x (cdiv(127 + 16,384, 32) + 1) + 1 ring
     assert p.blocks_per_request(max_model_len=262_144, max_num_batched_tokens=16_384) == 4096 + 7 * 517 + 1
     assert dsv41_pages(d, block_tokens=64, sm100=False, release=(0, 30, 0)).groups == p.groups
+    # 0.33.0 and 0.34.0 group alike (v1/core/kv_cache_planning.py, DefaultKVCacheConfigBuilder): on Hopper the same block
+    for rel in ((0, 33, 0), (0, 34, 0)):
+        q = dsv41_pages(d, block_tokens=64, sm100=False, release=rel)
+        assert q.groups == p.groups and q.block_bytes == p.block_bytes == 116_928
+    # SM100 from 0.33.0: the block rounded up to lcm(528, 528) (V41_STRIDE_SOURCE); not before
+    sm100 = dsv41_pages(d, block_tokens=128, sm100=True, release=(0, 33, 0))
+    assert sm100.block_bytes % 528 == 0 and sm100.block_bytes - max(sum(g.pages) for g in sm100.groups) < 528
+    assert dsv41_pages(d, block_tokens=128, sm100=True, release=(0, 32, 0)).block_bytes == 211_968
 
 
 @pytest.mark.parametrize(

@@ -74,19 +74,30 @@ def test_from_0_33_a_v4_1_block_on_sm100_is_whole_rows_of_both_records(v41, nvfp
     """vllm 0.33.0 wheel (PyPI), vllm/models/deepseek_v41/attention.py DeepseekV4Attention.__init__: on the MXFP8 record
     the window cache's block stride alignment is lcm(528, the compressed record: 528, or nvfp4_ds_mla's 288), and
     v1/core/kv_cache_planning.py _get_kv_cache_bytes_per_block rounds a block up to it (0.32.0: no such alignment).
-    With the MXFP4 indexer's 68 B keys the block is no multiple of 528 before. The unrounded block: main @02ee13be's
-    planner reading, without a release (0.30.0-0.32.0 pack V4.1's caches generically: dsv4_pages.V41_PACKED_SOURCE)."""
+    With the MXFP4 indexer's 68 B keys the packed block (the largest group's pages: dsv4_pages.V41_PACKED_SOURCE) is no
+    multiple of 528 before. From 0.34.0 the index keys' 256-B stride too (indexer_sparse_logits on by default on SM100:
+    dsv4_pages.V41_SPARSE_LOGITS_SOURCE): lcm(528, 256) = 8,448, lcm(3,168, 256) = 25,344."""
+    import math
+
     from k3plan.engines.vllm.dsv4_pages import dsv41_pages
 
     kw = dict(block_tokens=128, sm100=True, nvfp4=nvfp4, fp4_indexer=True)
-    old = dsv41_pages(v41, release=None, **kw)
+    old = dsv41_pages(v41, release=(0, 32, 0), **kw)
     new = dsv41_pages(v41, release=(0, 33, 0), **kw)
-    assert old.block_bytes == old.num_layer_tuples * old.layer_tuple_bytes and old.block_bytes % align
+    assert old.groups == new.groups and old.block_bytes == max(sum(g.pages) for g in old.groups)
+    assert old.block_bytes % align
     assert new.block_bytes == -(-old.block_bytes // align) * align
     assert new.check_block_bytes == new.block_bytes
+    newest = dsv41_pages(v41, release=(0, 34, 0), **kw)
+    assert newest.groups == old.groups
+    assert newest.block_bytes == -(-old.block_bytes // math.lcm(align, 256)) * math.lcm(align, 256)
     # Hopper keeps V4's record: no stride alignment
     hopper = dict(kw, sm100=False, nvfp4=False, block_tokens=64)
-    assert dsv41_pages(v41, release=(0, 33, 0), **hopper).block_bytes == dsv41_pages(v41, **hopper).block_bytes
+    assert (
+        dsv41_pages(v41, release=(0, 34, 0), **hopper).block_bytes
+        == dsv41_pages(v41, release=(0, 33, 0), **hopper).block_bytes
+        == dsv41_pages(v41, release=(0, 32, 0), **hopper).block_bytes
+    )
 
 
 K3 = "vllm serve moonshotai/Kimi-K3 -tp 8 --enable-expert-parallel"

@@ -495,7 +495,7 @@ def _round(n: int, align: int) -> int:
     return -(-n // align) * align
 
 
-# --- DeepSeek-V4.1 in the 0.30.0 .. 0.32.0 releases: the generic block-outermost packing -----------------------------
+# --- DeepSeek-V4.1 from the 0.30.0 release on: the generic block-outermost packing ---------------------------------
 #
 # The wheels (PyPI) carry no DeepseekV4KVCachePlanner; V4.1's caches go through get_kv_cache_groups' generic packing.
 # - vllm/models/deepseek_v41/attention.py DeepseekV4Attention.get_kv_cache_spec and DeepseekV4IndexerCache.
@@ -516,47 +516,64 @@ def _round(n: int, align: int) -> int:
 #   (or cdiv(its most layers a page size, repeats) when balanced). V4.1-Flash's compressed bucket (one ratio-1 and
 #   three ratio-2 sources) is not balanced, so it is one group and sets the anchor.
 # - _get_kv_cache_bytes_per_block: a block costs the largest group's pages summed, rounded up to the lcm of the
-#   layers' block_stride_alignment (the index keys' only with --attention-config indexer_sparse_logits, not read by
-#   k3plan); get_kv_cache_config_from_groups: num_blocks = available // that; get_kv_cache_configs: the check plans
+#   layers' block_stride_alignment (the index keys' only with indexer_sparse_logits: ``V41_SPARSE_LOGITS_SOURCE``);
+#   get_kv_cache_config_from_groups: num_blocks = available // that; get_kv_cache_configs: the check plans
 #   against the memory less one block (the null block), _max_memory_usage_bytes_from_groups charging the same block a
 #   page; get_max_concurrency_for_kv_cache_config: num_blocks over each group's pages summed.
 # The same functions in the 0.30.0, 0.31.0 and 0.32.0 wheels for V4.1's specs (0.32.0 adds only the layout argument
-# and get_block_stride_alignment). The 0.33.0 wheel groups V4.1 alike (v1/core/kv_cache_planning.py: Default
-# KVCacheConfigBuilder.get_kv_cache_groups calls get_kv_cache_groups, V4.1 declaring no SupportsKVCacheGrouping, no
-# platform another builder) and 0.34.0's too (turning indexer_sparse_logits on by default where DeepGEMM's sparse
-# kernels run: a 256-B block stride on SM100, not read through); not applied there yet: 0.33.0 is the newest read, so
-# every fit without --engine-version would move, and the budget's charge (step/cache.py cache_inputs: a block's bytes
-# spread over tokens and layers rounded up to whole bytes) is then no longer the engine's to the byte. Those releases
-# keep main's reading.
+# and get_block_stride_alignment), and in the 0.33.0 and 0.34.0 wheels, moved to v1/core/kv_cache_planning.py
+# (_get_packed_kv_cache_groups there the same but for the drafter's group annotations): DefaultKVCacheConfigBuilder.
+# get_kv_cache_groups calls get_kv_cache_groups for a model that declares no SupportsKVCacheGrouping, which
+# DeepseekV41ForCausalLM (models/deepseek_v41/nvidia/vl_model.py, amd/vl_model.py) does not, and Platform.
+# get_kv_cache_config_builder_cls (platforms/interface.py) names that builder, overridden by no GPU platform; the specs'
+# sizes the same in both (attention.py DeepseekV4Attention.get_kv_cache_spec, DeepseekV4IndexerCache.get_kv_cache_spec).
+# From 0.33.0 the SM100 window spec's block stride alignment (``V41_STRIDE_SOURCE``), from 0.34.0 the index keys' on
+# SM100 (``V41_SPARSE_LOGITS_SOURCE``), both in ``block_align``.
 V41_PACKED_FROM = (0, 30, 0)
-V41_PACKED_UNTIL = (0, 33, 0)  # the first release not read for it
 V41_PACKED_SOURCE = (
-    "vllm 0.30.0 / 0.31.0 / 0.32.0 wheels (PyPI): vllm/models/deepseek_v41/attention.py DeepseekV4Attention."
+    "vllm 0.30.0 / 0.31.0 / 0.32.0 / 0.33.0 / 0.34.0 wheels (PyPI): vllm/models/deepseek_v41/attention.py "
+    "DeepseekV4Attention."
     "get_kv_cache_spec and DeepseekV4IndexerCache.get_kv_cache_spec (MLAAttentionSpec of --block-size tokens, "
     "tokens_per_state = compress_ratio), v1/kv_cache_interface.py KVCacheSpec.get_num_kernel_states (block // ratio "
-    "records a page), v1/core/kv_cache_utils.py _get_packed_kv_cache_groups (the generic block-outermost packing; no "
+    "records a page), v1/core/kv_cache_utils.py (0.33.0 on: kv_cache_planning.py, through DefaultKVCacheConfigBuilder."
+    "get_kv_cache_groups) _get_packed_kv_cache_groups (the generic block-outermost packing; no "
     "DeepseekV4KVCachePlanner in these wheels), _get_kv_cache_bytes_per_block (the largest group's pages), "
     "get_kv_cache_configs (the null block held back), get_max_concurrency_for_kv_cache_config"
+)
+# From 0.34.0 AttentionConfig.indexer_sparse_logits defaults to None, resolved by DeepseekV4ForCausalLMConfig.
+# verify_and_update_config to _indexer_sparse_logits_supported: on for a two-level indexer (candidate_block_size and
+# candidate_topk_blocks in the config: V4.1's 8 and 2,048) on an SM100-family CUDA GPU with DeepGEMM's sparse MQA
+# kernels (the wheel vendors vllm/third_party/deep_gemm with them) and DeepSelect (the wheel ships vllm/_deepselect_C),
+# no DCP / PCP, the default top-k backend, and a layout DeepSelect takes (2,048 x 8 bf16 columns, 512 int32 top-k). Then
+# the index keys' spec asks a block stride of lcm(256, 1) on the MXFP8 record (DeepseekV4IndexerCache.get_kv_cache_spec
+# block_stride_alignment), and the block rounds up to lcm(the window's, 256): 8,448 B at the 528-B record. 0.33.0
+# defaults it False. A command setting it is refused (attention_config.REFUSED). Not read: DCP / PCP > 1 turn it off.
+V41_SPARSE_LOGITS_FROM = (0, 34, 0)
+V41_SPARSE_LOGITS_SOURCE = (
+    "vllm 0.34.0 wheel (PyPI) vllm/config/attention.py AttentionConfig.indexer_sparse_logits (None), "
+    "vllm/model_executor/models/config.py DeepseekV4ForCausalLMConfig.verify_and_update_config and "
+    "_indexer_sparse_logits_supported, vllm/models/deepseek_v41/attention.py DeepseekV4IndexerCache.get_kv_cache_spec "
+    "(block_stride_alignment lcm(256, 1) on the MXFP8 record); 0.33.0: False by default"
 )
 
 
 def v41_packed(release: Release | None) -> bool:
     """Whether ``release`` groups V4.1's caches through the generic packing (``V41_PACKED_SOURCE``)."""
-    return release is not None and V41_PACKED_FROM <= release < V41_PACKED_UNTIL
+    return release is not None and release >= V41_PACKED_FROM
 
 
 @dataclass(frozen=True)
 class Dsv41Pages(Dsv4Pages):
     """vLLM's V4.1 groups: a block id costs the tuple count x the compressed group's page sizes (the planner's
-    num_blocks), the same bytes its start check charges; in the 0.30.0 .. 0.32.0 releases (``packed``) the largest
+    num_blocks), the same bytes its start check charges; from 0.30.0 on (``packed``) the largest
     group's pages summed, the check planning against the memory less that block (``V41_PACKED_SOURCE``)."""
 
     record_bytes: int = 0
     index_entry_bytes: int = 0
     # from 0.33.0 on SM100 the block stride a multiple of lcm(the window record, the compressed record)
-    # (``V41_STRIDE_SOURCE``); 1: no rounding
+    # (``V41_STRIDE_SOURCE``), from 0.34.0 of 256 too (``V41_SPARSE_LOGITS_SOURCE``); 1: no rounding
     block_align: int = 1
-    packed: bool = False  # the generic block-outermost packing (0.30.0 .. 0.32.0)
+    packed: bool = False  # the generic block-outermost packing (0.30.0 on)
 
     @property
     def block_bytes(self) -> int:
@@ -639,8 +656,9 @@ def dsv41_pages(
 ) -> Dsv41Pages:
     """vLLM's V4.1 groups for ``--block-size`` ``block_tokens`` (the V4.1 notes above): ``sm100`` the GPU's
     capability family 10 (the MXFP8 record), ``nvfp4`` --kv-cache-dtype nvfp4_ds_mla, ``fp4_indexer`` the MXFP4
-    indexer cache, ``draft_layers`` DSpark's window-only layers; ``release``: the vLLM release (from 0.33.0 the
-    block's stride alignment on SM100, ``V41_STRIDE_FROM``; None: the code each rule cites)."""
+    indexer cache, ``draft_layers`` DSpark's window-only layers; ``release``: the vLLM release (from 0.30.0 its
+    packed groups, ``V41_PACKED_SOURCE``; on SM100 the block's stride alignment from 0.33.0, ``V41_STRIDE_FROM``, and
+    from 0.34.0, ``V41_SPARSE_LOGITS_FROM``); None: main @02ee13be's planner, as the notes above cite it."""
     assert d.csa2 is not None
     align = 512 if sm100 else ALIGN
     record = 528 if sm100 else v4_record_bytes(d)
@@ -657,7 +675,7 @@ def dsv41_pages(
     swa = [_round(V41_SWA_BLOCK * record, align)] * (len(d.compress_ratios) + draft_layers)
     buckets = [("window", swa, V41_SWA_BLOCK, d.sliding_window)] + ([("ring", rings, rows, 0)] if rings else [])
     if v41_packed(release):
-        # 0.30.0 .. 0.32.0 (V41_PACKED_SOURCE): a source's pages hold block // ratio records of a block of tokens;
+        # 0.30.0 on (V41_PACKED_SOURCE): a source's pages hold block // ratio records of a block of tokens;
         # the rings unpadded (CircularBufferSpec has no alignment)
         packed_mla = [_round(block_tokens // max(1, r) * main, align) for _, r in sources] + [
             _round(block_tokens // max(1, r) * index_entry, align) for _, r in sources
@@ -675,6 +693,10 @@ def dsv41_pages(
             form_source=V41_PACKED_SOURCE,
             record_bytes=main,
             index_entry_bytes=index_entry,
+            block_align=math.lcm(
+                math.lcm(record, main) if sm100 and release >= V41_STRIDE_FROM else 1,
+                256 if sm100 and release >= V41_SPARSE_LOGITS_FROM else 1,
+            ),
             packed=True,
         )
     counts = [Counter(mla_pages).most_common(1)[0][1]] + [len(p) for _, p, _, _ in buckets]
@@ -716,10 +738,11 @@ def v41_request_charge(
     any other vendor. The start check (engines/vllm/memory.py) sizes the same groups with the command's flags.
     ``in_flight``: the batches of ``chunk`` a windowed group holds pages for (a serve command's, engines/vllm/
     releases.py); None: the newest release's default (``default_in_flight``: 2 at PP 1).
-    ``release``: read for V4's groups (``v4_request_charge``) and V4.1's block stride (``V41_STRIDE_FROM``). ``block``: a command's --block-size
+    ``release``: read for V4.1's groups (``v41_packed``) and block stride (``V41_STRIDE_FROM``); None: the newest read, as
+    the engine's pool without --engine-version (engines/vllm/releases.py). ``block``: a command's --block-size
     (None: ``v41_default_block``)."""
     from k3plan.engines.vllm.attention_config import SM100_FAMILY
-    from k3plan.engines.vllm.releases import default_in_flight
+    from k3plan.engines.vllm.releases import NEWEST_RELEASE, default_in_flight
 
     if vendor not in ("nvidia", "amd") or d.csa2 is None:
         return None
@@ -729,7 +752,7 @@ def v41_request_charge(
         sm100=hardware in SM100_FAMILY,
         draft_layers=draft_layers,
         num_speculative_tokens=spec_tokens,
-        release=release,
+        release=release if release is not None else NEWEST_RELEASE,  # the engine's pool reads the same (memory.py)
     )
     batches = in_flight if in_flight is not None else default_in_flight()
     return _charge(
