@@ -458,6 +458,43 @@ def _rope_table_bytes(r: Reading) -> int:
     return rows * lanes * ROPE_ITEM
 
 
+# vLLM's model code's RoPE table under tpu-inference: the DeepSeek-V2 / V3 MLA attention's get_rope (deepseek_yarn:
+# DeepseekScalingRotaryEmbedding over original_max_position_embeddings x factor positions, cos | sin over the rotary
+# dim) registers cos_sin_cache as a buffer in torch's default dtype, the model's bf16 under the loader's
+# set_default_torch_dtype; get_rope caches one instance for every layer (_ROPE_DICT), and shard_model_to_tpu moves
+# the model's buffers (named_buffers, one a tensor) to the TPU replicated on every device, before the worker's
+# "Init model" reading and the pool's sizing
+VLLM_ROPE_SOURCE = (
+    "vllm/model_executor/layers/rotary_embedding/__init__.py get_rope (dtype None -> torch.get_default_dtype(); "
+    "_ROPE_DICT: one instance for every layer; deepseek_yarn -> DeepseekScalingRotaryEmbedding(original_max_position, "
+    "scaling_factor)), deepseek_scaling_rope.py _compute_cos_sin_cache (arange(max_position_embeddings x "
+    "scaling_factor), cat(cos, sin) over rotary_dim), base.py RotaryEmbedding.__init__ (cache.to(dtype) off CUDA, "
+    "register_buffer('cos_sin_cache', persistent=False)), model_loader/base_loader.py (set_default_torch_dtype("
+    "model_config.dtype)) (the vllm 0.15.1 and 0.21.0 wheels alike); "
+    f"{SOURCE.split(' @')[0]}@56b1e079 tpu_inference/layers/vllm/process_weights/cleanup_sharding.py "
+    "shard_model_to_tpu (named_parameters and named_buffers not sharded by a layer: _shard_tensor_to_tpu_replicated)"
+)
+VLLM_ROPE_ITEM = 2  # bf16, the model's dtype (torch_dtype bfloat16 in every bundled DeepSeek-V3-family config)
+
+
+def _vllm_rope_table(r: Reading) -> tuple[int, str] | None:
+    """vLLM's model code's MLA RoPE table a device under tpu-inference (VLLM_ROPE_SOURCE): one bf16 [original
+    positions x factor, qk_rope_head_dim] cos_sin_cache, replicated; None where the checkpoint is not a YaRN MLA one
+    (not read there)."""
+    from k3plan.models.loader import read_config, resolve_config_path
+
+    model = r.model or ""
+    cfg = read_config(resolve_config_path(r.resolve(model) if r.resolve is not None else model)[1])
+    cfg = cfg.get("text_config") or cfg
+    scaling = cfg.get("rope_scaling") or {}
+    kind = scaling.get("type", scaling.get("rope_type"))
+    if "kv_lora_rank" not in cfg or kind not in ("yarn", "deepseek_yarn"):
+        return None
+    rows = int(scaling["original_max_position_embeddings"] * scaling["factor"])
+    n = rows * int(cfg["qk_rope_head_dim"]) * VLLM_ROPE_ITEM
+    return n, f"vLLM's MLA RoPE table, bf16 [{rows:,} x {cfg['qk_rope_head_dim']}] on every device ({VLLM_ROPE_SOURCE})"
+
+
 def _jax_deepseek(r: Reading, impl: str, expert_ways: int) -> None:
     """MODEL_IMPL_TYPE flax_nnx (or auto) on DeepSeek-V3 / R1: tpu-inference's JAX deepseek_v3.py, priced at
     tensor_parallelism 1 x expert_parallelism = the devices, where it holds what vLLM's model code holds a device
@@ -537,6 +574,7 @@ def _env(r: Reading, expert_ways: int) -> None:
         )
     else:
         r.options["model_impl"] = VLLM_CODE
+        r.model_buffers = _vllm_rope_table(r)
     if dtype:
         if dtype != "fp4":
             raise K3PlanError(
