@@ -652,3 +652,22 @@ def test_vllm_code_holds_its_rope_table_on_every_device(cli):
     assert jax.model_buffers is None
     eng = _fit(cli, cmd)["engine"]
     assert "33,554,432 B: vLLM's MLA RoPE table" in json.dumps(eng["sources"])
+
+
+def test_skip_jax_precompile_compiles_no_step_at_start(cli):
+    """SKIP_JAX_PRECOMPILE=1 (examples/offline_inference.py sets it itself): CompilationManager.capture_model returns
+    before any token bucket (serve.py SKIP_PRECOMPILE_SOURCE), so the start holds no compiled step: Kimi-K2.6's
+    chunk-4,096 run, which died compiling its step after the pool, starts with it (the pool and weights unchanged)."""
+    cmd = (
+        "NEW_MODEL_DESIGN=1 MODEL_IMPL_TYPE=vllm vllm serve moonshotai/Kimi-K2.6 --kv-cache-dtype fp8 "
+        "--max-model-len 8192 --tensor-parallel-size 8 --block-size 256 --gpu-memory-utilization 0.978 "
+        "--max-num-batched-tokens 4096 --max-num-seqs 64 "
+        "--additional-config '{\"sharding\": {\"sharding_strategy\": {\"enable_dp_attention\": true}}}'"
+    )
+    compiled = _fit(cli, cmd)["engine"]
+    skipped = _fit(cli, "SKIP_JAX_PRECOMPILE=1 " + cmd)["engine"]
+    assert compiled["starts"] is False and "compiling the step" in compiled["message"]
+    assert skipped["starts"] is True and "skip_jax_precompile=1" in skipped["serve"]["stack"]
+    assert (skipped["weights_bytes"], skipped["kv_pool_bytes"]) == (compiled["weights_bytes"], compiled["kv_pool_bytes"])
+    assert any(c.startswith("SKIP_JAX_PRECOMPILE=1: no step is compiled at start") for c in skipped["serve"]["caveats"])
+    assert "SKIP_JAX_PRECOMPILE=1" not in skipped["serve"]["ignored"]

@@ -184,12 +184,24 @@ LISTED_ENV = frozenset({ALL_GATHER_DTYPE, SHARED_STREAM, RANDOM_ROUTING}) | RAY_
 # the switch off the experts' requantization at load (envs.py env_bool, default False; moe_weights.py
 # _process_quantized_moe_weights_impl -> _process_moe_weights_no_requant): stack option disable_weight_requantization
 NO_REQUANT = "DISABLE_WEIGHT_REQUANTIZATION"
+# the switch off the start's precompilation (envs.py env_bool, default False): CompilationManager.capture_model returns
+# before compiling any token bucket, and TPUWorker skips the sampling / logprobs precompiles before the KV cache, so
+# no step is compiled at start; the first batch reaching a bucket compiles it then. tpu-inference's
+# examples/offline_inference.py sets it itself (os.environ.setdefault('SKIP_JAX_PRECOMPILE', '1')): stack option
+# skip_jax_precompile
+SKIP_PRECOMPILE = "SKIP_JAX_PRECOMPILE"
+SKIP_PRECOMPILE_SOURCE = (
+    "vllm-project/tpu-inference@56b1e079 tpu_inference/runner/compilation_manager.py CompilationManager.capture_model "
+    "(if envs.SKIP_JAX_PRECOMPILE or enforce_eager: return) and worker/tpu_worker.py initialize_from_config (the "
+    "sampling precompiles skipped alike); examples/offline_inference.py __main__ (os.environ.setdefault("
+    "'SKIP_JAX_PRECOMPILE', '1'), @0998d381 and @56b1e079)"
+)
 KNOWN_ENV = frozenset(
-    {BACKEND_TYPE, MLA_DISABLE, PROFILING_DIR, UNFUSED_MEGABLOCKS, UNSAFE_NO_DP_ATTENTION, NO_REQUANT}
+    {BACKEND_TYPE, MLA_DISABLE, PROFILING_DIR, UNFUSED_MEGABLOCKS, UNSAFE_NO_DP_ATTENTION, NO_REQUANT, SKIP_PRECOMPILE}
 )
 KNOWN_ENV |= LISTED_ENV
 PRICED_ENV = frozenset(
-    {MODEL_IMPL, REQUANT_DTYPE, REQUANT_BLOCK, NEW_MODEL_DESIGN, MLA_DISABLE, BACKEND_TYPE, NO_REQUANT}
+    {MODEL_IMPL, REQUANT_DTYPE, REQUANT_BLOCK, NEW_MODEL_DESIGN, MLA_DISABLE, BACKEND_TYPE, NO_REQUANT, SKIP_PRECOMPILE}
 )
 PRICED_ENV |= {PROFILING_DIR, UNFUSED_MEGABLOCKS} | LISTED_ENV
 # the fp8 checkpoints whose experts the fp4 requantization is priced for (fp8_block experts: the runtime format
@@ -604,6 +616,14 @@ def _env(r: Reading, expert_ways: int) -> None:
         raise K3PlanError(
             f"--serve: {UNFUSED_MEGABLOCKS}={megablocks}: the JAX path's MEGABLX_GMM MoE backend "
             f"({SOURCE} tpu_inference/layers/jax/moe/utils.py select_moe_backend) was not read; remove it"
+        )
+    skip = env.get(SKIP_PRECOMPILE)
+    if skip is not None and env_on(skip):
+        r.options["skip_jax_precompile"] = "1"
+        r.caveats.append(
+            f"{SKIP_PRECOMPILE}={skip}: no step is compiled at start ({SKIP_PRECOMPILE_SOURCE}), so the start verdict "
+            "holds no compiled step's temporaries; the first batch that reaches a token bucket compiles it then, in "
+            "the HBM --gpu-memory-utilization leaves"
         )
     r.env_read |= PRICED_ENV & set(env)
     # NEW_MODEL_DESIGN=1 is read (the MLA models' requirement above), not listed as ignored
