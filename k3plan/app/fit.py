@@ -918,6 +918,7 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         all2all=_all2all(served, setup, result, vendor=hw.vendor, devices_per_host=hw.devices_per_host),
         eplb_state=_eplb_state(served, setup, result, vendor=hw.vendor),
         mla_workspace=_mla_workspace(served, setup, hardware=hw.name, kind=hw.kind),
+        model_buffers=None if served is None else served.model_buffers,
         moe_workspace=_moe_workspace(served, setup, result, vendor=hw.vendor, hardware=hw.name, kind=hw.kind),
         rocm_moe=_rocm_moe(served, setup, st.expert_pad, vendor=hw.vendor, hardware=hw.name),
         rocm_fp8_pad=_rocm_fp8_pad(served, setup, vendor=hw.vendor),

@@ -202,7 +202,14 @@ def absorbed_notes(stack: Stack, wb: WeightBudget) -> list[str]:
     """The absorbed-MLA copies a stack keeps beside kv_b_proj, where it keeps them."""
     copies = wb.role_bytes("mla_absorbed")
     notes_copies = []
-    if copies and stack.absorbed_copies is not None:
+    if copies and stack.absorbed_copies is not None and stack.absorbed_copies.replaces_source:
+        src = stack.absorbed_copies.sources[0]
+        notes_copies.append(
+            f"absorbed MLA: stack {stack.name} splits W_UK / W_UV out of each kv_b_proj at load and deletes "
+            f"kv_b_proj: {copies:,} B a device in its place (weights, mla_absorbed), which every pass reads "
+            f"({src.text()})"
+        )
+    elif copies and stack.absorbed_copies is not None:
         src = stack.absorbed_copies.sources[0]
         notes_copies.append(
             f"absorbed MLA: stack {stack.name} splits W_UK / W_UV out of each kv_b_proj at load "

@@ -868,6 +868,9 @@ class ServeQuestion:
     # SGLang's --max-mamba-cache-size and --mamba-full-memory-ratio as given (None: its defaults; the state pool's
     # sizing, engines/sglang/memory.py SGLANG_MAMBA)
     mamba_cache_size: int | None = None
+    # buffers the engine's model holds beside its weights, in the weights' measurement: (bytes a device, what and
+    # where); None: none priced
+    model_buffers: tuple[int, str] | None = None
     mamba_full_memory_ratio: float | None = None
     # SGLang's --enable-symm-mem pool a GPU, allocated after its KV pool out of the 1 - mem_fraction_static share
     # (engines/sglang/serve.py symm_mem; the start check: engines/sglang/memory.py sglang_kv_pool); 0: none
@@ -1219,6 +1222,7 @@ def parse_serve(
         dsv4_state_bytes=r.dsv4_state_bytes,
         swa_prefix_tails=r.swa_prefix_tails,
         mamba_cache_size=r.mamba_cache_size,
+        model_buffers=r.model_buffers,
         mamba_full_memory_ratio=r.mamba_ratio,
         symm_mem_bytes=r.symm_mem_bytes,
         symm_mem_source=r.symm_mem_source,

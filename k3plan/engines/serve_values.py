@@ -201,6 +201,9 @@ class Reading:
     dsv4_state_bytes: int = 4  # SGLang's DeepSeek-V4 compressor-state element (SGLANG_DSV4_COMPRESS_STATE_DTYPE)
     swa_prefix_tails: int | None = None  # SGLang's --swa-prefix-tails (DeepSeek-V4.1's sliding-window pool in cap mode)
     mamba_cache_size: int | None = None  # SGLang's --max-mamba-cache-size: the state (mamba) pool's slots
+    # buffers the engine's model holds beside its weights, in the weights' measurement: (bytes a device, what and
+    # where); None: none priced (tpu-inference's vLLM-code RoPE table: engines/tpu_inference/serve.py)
+    model_buffers: tuple[int, str] | None = None
     mamba_ratio: float | None = None  # SGLang's --mamba-full-memory-ratio: the state pool's share of the KV memory
     dcp: int = 1  # vLLM's --decode-context-parallel-size, SGLang's --dcp-size (each family's serve.py)
     # SGLang's --enable-symm-mem pool a GPU and its source (engines/sglang/serve.py symm_mem); 0: none

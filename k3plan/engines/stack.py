@@ -235,6 +235,9 @@ class Stack(Spec):
         ac = self.absorbed_copies
         if ac is None:
             return None
+        if ac.held_as == "kv_cache":
+            # quantized to the cache's dtype; no quantized cache: not read, kv_b_proj held as loaded
+            return "fp8" if self.kv_cache.dtype in ("fp8", "fp8_ds_mla") else None
         rule = self.compute_dtype.roles.get("mla_absorbed")  # a stack built without validation may lack it
         fmt = rule.dtype if rule is not None else self.compute_dtype.default
         if ac.views_when_same_format and self.runtime_format(role, checkpoint_fmt) == fmt:
@@ -964,6 +967,9 @@ class Stack(Spec):
         if effect.runtime_formats is not None:
             # set over the stack's (each choice of an option sets the same keys, so a later choice replaces them)
             update["runtime_formats"] = {**self.runtime_formats, **effect.runtime_formats}
+        if any(e.absorbed_copies is not None for e in opt.choices.values()):
+            # the choice's model code decides the copies: a choice without a rule holds none (kv_b_proj as loaded)
+            update["absorbed_copies"] = effect.absorbed_copies
         return updated(self, **update)
 
 

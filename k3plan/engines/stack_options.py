@@ -124,6 +124,16 @@ class AbsorbedCopies(Spec):
     views_when_same_format: bool
     holds: str
     sources: Sources
+    # True: the engine deletes kv_b_proj once the copies are made (tpu-inference's VllmMLAAttention), so a device
+    # holds the copies in its place and every pass, prefill's too, runs the absorbed form
+    replaces_source: bool = False
+    # the copies' storage: None, the mla_absorbed role's dtype; "kv_cache": the KV cache's dtype (tpu-inference
+    # quantizes them to kv_cache_quantized_dtype), with no copies made -- kv_b_proj held as loaded -- where that dtype
+    # is not a quantized one (the rule was read at an fp8 cache only)
+    held_as: Optional[Literal["kv_cache"]] = None
+    # the copies' scales: None, as the format holds them; "f32_per_head_axis1": one float32 scale for each (head,
+    # latent) of W_UK_T [N, P, L] and each (head, v) of W_UV [N, L, V], quantize_tensor(..., axis=1)
+    scales: Optional[Literal["f32_per_head_axis1"]] = None
 
 
 class SequenceParallelMoe(Spec):
@@ -170,6 +180,8 @@ class Effect(Spec):
     # the largest attention TP the choice is priced at (Splits.tp_max, set over the stack's splits) and its source
     tp_max: Optional[Pos] = None
     tp_max_source: Optional[Source] = None
+    # the absorbed-MLA copies this choice's model code makes (set over the stack's absorbed_copies)
+    absorbed_copies: Optional[AbsorbedCopies] = None
     description: str = ""
 
     def __post_init__(self) -> None:

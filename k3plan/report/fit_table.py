@@ -38,7 +38,7 @@ def render_fit(r: FitResult, console: Console, *, verdict: str | None = None, sp
         ("weights", dev.weights_bytes, p.weights),
         ("  of which replicated", dev.replicated_weights_bytes, "tensors every device holds whole"),
         *(
-            [("  of which absorbed MLA", copies, "W_UK / W_UV split from kv_b_proj at load, held beside it (note)")]
+            [("  of which absorbed MLA", copies, "W_UK / W_UV split from kv_b_proj at load (note)")]
             if (copies := next((x.bytes for x in r.weights_by_role if x.role == "mla_absorbed"), 0))
             else []
         ),

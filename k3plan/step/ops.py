@@ -103,12 +103,14 @@ def weight_groups(inventory: TensorInventory, stack, shares_of=None, shape_of=No
     holding the model). ``shape_of(t)``: its shape on that device (a Setup's ``ShardingPlan.per_device_shape``;
     unsharded: the checkpoint's; else None). ``head_rows``: the LM head's ``WeightGroup.gathered`` (the DP size
     where the stack splits it over the whole TP group, ``Stack.lm_head_whole_tp``; else 1)."""
-    from k3plan.step.weight_budget import absorbed_copy_bytes, read_bytes
+    from k3plan.step.weight_budget import absorbed_copy_bytes, absorbed_replaces, read_bytes
 
     out = []
     for name, t, n in tensor_groups(inventory):
         nbytes = read_bytes(t, stack)  # what the op streams (a load's unread leftover is held, not read)
         copy = absorbed_copy_bytes(t, stack) or None
+        if copy is not None and absorbed_replaces(t, stack):
+            nbytes = copy  # kv_b_proj deleted: every pass reads the copies
         if shares_of is None:
             out.append(
                 WeightGroup(name=name, rep=t, count=n, bytes=nbytes, params=t.params, shape=t.shape, decode_bytes=copy)

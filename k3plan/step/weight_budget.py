@@ -75,7 +75,29 @@ def absorbed_copy_bytes(t, stack: Stack) -> int:
     if leaf_name(t) != ABSORBED_LEAF:
         return 0
     fmt = stack.absorbed_copy_format(t.role, t.fmt)
-    return 0 if fmt is None else get_format(fmt).nbytes(t.shape)
+    if fmt is None:
+        return 0
+    nbytes = get_format(fmt).nbytes(t.shape)
+    ac = stack.absorbed_copies
+    if ac is not None and ac.scales == "f32_per_head_axis1":
+        nbytes += 4 * _per_head_axis1_scales(t)
+    return nbytes
+
+
+def _per_head_axis1_scales(t) -> int:
+    """The float32 scales quantize_tensor(..., axis=1) leaves on W_UK_T [N, P, L] (N x L) and W_UV [N, L, V]
+    (N x V), from kv_b_proj's logical (heads N, P + V, kv_lora L). kv_b_proj does not say where P ends: the
+    bundled MLA checkpoints all have qk_nope_head_dim = v_head_dim (128), so V = (P + V) / 2."""
+    heads, head_dim, latent = t.logical_shape
+    if head_dim % 2:
+        raise ValueError(f"{t.name}: per-head absorbed scales read where qk_nope_head_dim = v_head_dim only")
+    return heads * (latent + head_dim // 2)
+
+
+def absorbed_replaces(t, stack: Stack) -> bool:
+    """The engine holds ``t``'s absorbed copies in its place (AbsorbedCopies.replaces_source): kv_b_proj deleted."""
+    ac = stack.absorbed_copies
+    return ac is not None and ac.replaces_source and absorbed_copy_bytes(t, stack) > 0
 
 
 def device_bytes(nbytes, shards, num=1):
@@ -101,14 +123,16 @@ def weight_terms(classes: Iterable[WeightClass], *, stack: Stack, multi) -> Weig
         nbytes, read = fmt.nbytes(t.shape), fmt.read_nbytes(t.shape)  # held, and streamed (Format.unread)
         if t.role == "expert" and pad_den != pad_num:  # each shard padded: held, and streamed by the expert kernels
             num, den = num * pad_num, den * pad_den
+        copy = absorbed_copy_bytes(t, stack)
+        if copy and absorbed_replaces(t, stack):
+            nbytes = read = 0  # kv_b_proj deleted once its copies are made: a device holds the copies alone
         dev = count * device_bytes(nbytes, den, num)
         if t.role == "expert" and held_copies != 1:
             dev = dev * held_copies
-        total += count * nbytes
+        total += count * (nbytes or copy)
         per_device = per_device + dev
         replicated = replicated + where((shards == 1) & multi, dev, 0)
         by_role[t.role] = by_role.get(t.role, 0) + dev
-        copy = absorbed_copy_bytes(t, stack)
         if copy:
             held = count * device_bytes(copy, den, num)
             per_device = per_device + held
@@ -120,7 +144,7 @@ def weight_terms(classes: Iterable[WeightClass], *, stack: Stack, multi) -> Weig
         # the fullest device's; decode reads the absorbed copies where the engine holds them, never what it holds unread
         streamed[f"{kind}_bytes"] += count * ((copy or read) * num / den)
         streamed[f"{kind}_params"] += count * (t.params * num / den)
-        whole[kind] += count * read
+        whole[kind] += count * (read or copy)
     if copies is not None:
         by_role["mla_absorbed"] = copies  # step.ops.MLA_ABSORBED, the role it runs as
     return WeightTerms(

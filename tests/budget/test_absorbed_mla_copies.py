@@ -88,3 +88,26 @@ def test_copies_need_the_role_dtype():
     with pytest.raises(ValueError, match="absorbed_copies: declare compute_dtype.roles.mla_absorbed"):
         msgspec.convert(data, Stack)
     assert isinstance(st.absorbed_copies, AbsorbedCopies) and isinstance(st.absorbed_copies.sources[0], Source)
+
+
+def test_tpu_inference_vllm_code_holds_fp8_copies_in_kv_b_projs_place():
+    """tpu-inference's VllmMLAAttention.process_weights_after_loading (@56b1e079) quantizes W_UK_T [N, P, L] and W_UV
+    [N, L, V] to the fp8 KV cache's dtype with one float32 scale a (head, latent) and a (head, v) (quantize_tensor
+    axis=1) and deletes kv_b_proj: Kimi-K2.6 under DP attention (whole on each device), 8,224,768 B a layer less than
+    kv_b_proj's bf16, 0.467 GiB a device over 61 layers. With --kv-cache-dtype auto the quantization is not read: kv_b_proj
+    as loaded."""
+    base = dict(model="kimi-k2.6", hardware="tpu-v7x", topology="2x2x1", tp=1, dp=8)
+    s = make_setup(**base, stack="tpu-inference:model_impl=vllm", kv_dtype="fp8")
+    r = fit(s, Workload(context_tokens=8192, batch=1))
+    fp8_copies = 64 * 256 * 512 + 4 * 64 * (512 + 128)  # 8,388,608 fp8 values + 163,840 B of scales
+    assert _copies(r) == 61 * fp8_copies
+    held_bf16 = 64 * 256 * 512 * 2  # kv_b_proj as loaded
+    assert held_bf16 - fp8_copies == 8_224_768
+    plain = make_setup(**base, stack="tpu-inference:model_impl=vllm", kv_dtype="bf16")
+    rp = fit(plain, Workload(context_tokens=8192, batch=1))
+    assert _copies(rp) == 0
+    assert rp.per_device.weights_bytes - r.per_device.weights_bytes == 61 * 8_224_768
+    assert any("deletes kv_b_proj" in n for n in r.notes)
+    # every pass reads the copies: prefill's kv_b_proj op streams them too
+    pre = next(c for c in prefill_op_costs(s, chunk=1024, context=1024) if c.name == "mla.self_attn.kv_b_proj")
+    assert pre.bytes == fp8_copies

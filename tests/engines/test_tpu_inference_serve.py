@@ -39,11 +39,12 @@ def test_the_daily_r1_benchmark_reads_as_tpu_inference_and_starts(cli):
     assert eng["serve"]["stack"] == (
         "tpu-inference:gpu_memory_utilization=0.95,model_impl=vllm,moe_requantize_weight_dtype=fp4"
     )
-    assert round(eng["weights_bytes"] / GiB, 2) == 53.41  # the experts requantized to fp4 in 512-blocks
-    assert round(eng["kv_pool_bytes"] / GiB, 2) == 36.60
+    assert round(eng["weights_bytes"] / GiB, 2) == 53.45  # the experts requantized to fp4 in 512-blocks
+    # (kv_b_proj held as fp8 W_UK_T / W_UV with float32 per-head scales: VllmMLAAttention; vLLM's bf16 RoPE table)
+    assert round(eng["kv_pool_bytes"] / GiB, 2) == 36.57
     # the worker sums the 8 devices' pools and vLLM counts 1,024-token pages of 61 MLA layers x 640 B a token (fp8) in
-    # the sum (HbmWorker.sums_devices): 8 x 36.60 GiB // 39,976,960 B = 7,865 blocks
-    assert eng["kv_pool_tokens"] == 8_053_760 == 7_865 * 1024
+    # the sum (HbmWorker.sums_devices): 8 x 36.57 GiB // 39,976,960 B = 7,857 blocks
+    assert eng["kv_pool_tokens"] == 8_045_568 == 7_857 * 1024
     assert eng["serve"]["max_num_seqs"] == 96 and eng["max_model_len"] == 9216
     for name in (
         "--additional-config compilation_sizes",
@@ -92,14 +93,17 @@ def _change(cli, old: str, new: str) -> dict:
 
 def test_each_priced_setting_moves_its_figure(cli):
     base = _fit(cli, DAILY)["engine"]
-    # the experts left fp8: 90.89 GiB a device, over the 90.01 GiB utilization 0.95 leaves: no start
+    # the experts left fp8: 90.93 GiB a device, over the 90.01 GiB utilization 0.95 leaves: no start
     fp8 = _change(cli, "MOE_REQUANTIZE_BLOCK_SIZE=512 MOE_REQUANTIZE_WEIGHT_DTYPE=fp4 ", "")
-    assert round(fp8["weights_bytes"] / GiB, 2) == 90.89 and fp8["starts"] is False
+    assert round(fp8["weights_bytes"] / GiB, 2) == 90.93 and fp8["starts"] is False
     assert "moe_requantize_weight_dtype" not in fp8["serve"]["stack"]
-    # bf16 KV: the same pool in half the tokens (whole 1,024-token blocks)
+    # bf16 KV: about half the tokens (whole 1,024-token blocks). The pool moves by the absorbed copies alone: at an fp8
+    # cache VllmMLAAttention holds kv_b_proj as fp8 W_UK_T / W_UV with float32 scales a (head, latent) and a (head, v),
+    # 128 x (512 + 128) a layer, in place of its fp8 128-blocks' 256 x 4; at auto that quantization is not read
     bf16 = _change(cli, "--kv-cache-dtype fp8", "--kv-cache-dtype auto")
-    assert bf16["kv_pool_bytes"] == base["kv_pool_bytes"]
-    assert 0 <= base["kv_pool_tokens"] // 2 - bf16["kv_pool_tokens"] < 1024
+    copies = 61 * 4 * (128 * (512 + 128) - 256 * 4)
+    assert bf16["kv_pool_bytes"] - base["kv_pool_bytes"] == base["weights_bytes"] - bf16["weights_bytes"] == copies
+    assert abs(base["kv_pool_tokens"] // 2 - bf16["kv_pool_tokens"]) < 4 * 1024
     # a lower utilization: the pool shrinks by the HBM it leaves
     low = _change(cli, "--gpu-memory-utilization 0.95", "--gpu-memory-utilization 0.9")
     assert 0 < base["kv_pool_bytes"] - low["kv_pool_bytes"] < 0.06 * 95 * GiB
@@ -117,7 +121,9 @@ def test_an_unset_chunk_is_vllm_serves_default_under_tpu_inference():
     max_num_seqs x max_model_len (serve.py DEFAULT_CHUNK_SOURCE)."""
     unset = DAILY.replace("--max-num-batched-tokens 1024 ", "")
     assert parse_serve(unset, platform="tpu").chunk == 2048
-    capped = unset.replace("--max-num-seqs 96", "--max-num-seqs 1").replace("--max-model-len 9216", "--max-model-len 1024")
+    capped = unset.replace("--max-num-seqs 96", "--max-num-seqs 1").replace(
+        "--max-model-len 9216", "--max-model-len 1024"
+    )
     assert parse_serve(capped, platform="tpu").chunk == 1024
 
 
@@ -228,11 +234,11 @@ REFUSED = {
 
 def test_a_dense_mla_block_size_is_the_page_the_pool_is_counted_in(cli):
     """--block-size 256 on DeepSeek-R1: the platform keeps a user's block and the MLA kernel pages it at the same 640 B
-    a token (serve.py BLOCK_SOURCE), so the pool's tokens stay (8 x 36.60 GiB in 163,840-B pages x 61 layers: 31,460
+    a token (serve.py BLOCK_SOURCE), so the pool's tokens stay (8 x 36.57 GiB in 163,840-B pages x 61 layers: 31,428
     blocks of 256) while a 9,216-token request takes 36 blocks."""
     eng = _fit(cli, DAILY.replace("--seed 42", "--block-size 256"))["engine"]
-    assert eng["block_tokens"] == 256 and eng["num_blocks"] == 31_460 and eng["kv_pool_tokens"] == 31_460 * 256
-    assert eng["max_concurrency"] == round(31_460 / 36, 2)
+    assert eng["block_tokens"] == 256 and eng["num_blocks"] == 31_428 and eng["kv_pool_tokens"] == 31_428 * 256
+    assert eng["max_concurrency"] == round(31_428 / 36, 2)
 
 
 @pytest.mark.parametrize("name", sorted(REFUSED))
@@ -477,12 +483,17 @@ def test_flax_nnx_on_an_architecture_outside_the_jax_registry_is_vllm_s_model_co
 EP_ALL = '{"enable_dp_attention": true, "tensor_parallelism": 1, "expert_parallelism": 8}'
 
 
+# what vLLM's model code holds on DeepSeek-R1 under tpu-inference beyond the JAX deepseek_v3.py: kv_b_proj's float32
+# per-head scales (61 layers x 128 x (512 + 128)) against the checkpoint's 128-blocks (256 x 4), and the bf16 RoPE table
+VLLM_ONLY = 61 * 4 * (128 * (512 + 128) - 256 * 4) + 4096 * 40 * 64 * 2
+
+
 def test_the_jax_deepseek_at_tp1_ep_all_holds_vllm_s_model_code_s_tensors(cli):
     """MODEL_IMPL_TYPE flax_nnx (and auto) on DeepSeek-R1 runs tpu-inference's JAX deepseek_v3.py @b8692ff0; at
     tensor_parallelism 1 x expert_parallelism = the devices its experts take GMM_EP through the same
     process_quantized_moe_weights, its linear layers the same process_blockwise_fp8_linear_weights, its kv_b_proj the
     same fp8 split, its KV cache the same spec as vLLM's model code (serve.py JAX_DEEPSEEK_SOURCE): the same weights
-    and pool, priced at the stack's model_impl default, with its RoPE table named, not priced."""
+    but kv_b_proj's scales, priced at the stack's model_impl default, with its RoPE table named, not priced."""
     vllm_cmd = DAILY.replace('{"enable_dp_attention": true}', EP_ALL)
     base = _fit(cli, vllm_cmd)["engine"]
     for impl in ("MODEL_IMPL_TYPE=flax_nnx", ""):
@@ -490,7 +501,11 @@ def test_the_jax_deepseek_at_tp1_ep_all_holds_vllm_s_model_code_s_tensors(cli):
         eng = d["engine"]
         assert eng["starts"] is True
         assert eng["serve"]["stack"] == "tpu-inference:gpu_memory_utilization=0.95,moe_requantize_weight_dtype=fp4"
-        assert (eng["weights_bytes"], eng["kv_pool_tokens"]) == (base["weights_bytes"], base["kv_pool_tokens"])
+        # the JAX k_up_proj / v_up_proj keep the checkpoint's fp8 128-blocks (256 x 4 scales a layer), where vLLM's
+        # model code requantizes kv_b_proj's split per (head, latent) and (head, v): 128 x (512 + 128) float32 scales;
+        # and vLLM's code holds its bf16 RoPE table [4,096 x 40, 64] (the JAX one is named below, not priced)
+        assert base["weights_bytes"] - eng["weights_bytes"] == VLLM_ONLY
+        assert eng["kv_pool_tokens"] - base["kv_pool_tokens"] == 8 * 1024  # 8 x those bytes, summed: 8 blocks more
         rope = [c for c in eng["serve"]["caveats"] if "RoPE table" in c]
         # f32 [4,096 x 40 positions, 64 rope dims padded to 128] (DeepseekScalingRotaryEmbedding._compute_sin_cos)
         assert len(rope) == 1 and f"{4096 * 40 * 128 * 4:,} B" in rope[0] and "not priced" in rope[0]
@@ -499,7 +514,8 @@ def test_the_jax_deepseek_at_tp1_ep_all_holds_vllm_s_model_code_s_tensors(cli):
     fp8 = "MOE_REQUANTIZE_BLOCK_SIZE=512 MOE_REQUANTIZE_WEIGHT_DTYPE=fp4 "
     a = _fit(cli, vllm_cmd.replace(fp8, ""))["engine"]
     b = _fit(cli, vllm_cmd.replace(fp8, "").replace("MODEL_IMPL_TYPE=vllm", "MODEL_IMPL_TYPE=flax_nnx"))["engine"]
-    assert a["weights_bytes"] == b["weights_bytes"] and a["starts"] is b["starts"] is False
+    assert a["weights_bytes"] - b["weights_bytes"] == VLLM_ONLY
+    assert a["starts"] is b["starts"] is False
 
 
 @pytest.mark.parametrize(
@@ -614,3 +630,44 @@ def test_the_int4_scales_switch_is_refused_where_the_engine_refuses_it_or_it_was
     d = _fit_release(cli, fp4 + K26_LMEVAL, "0.21.0")
     assert "moe_requantize_weight_dtype=fp4" in d["engine"]["serve"]["stack"]
     assert "disable_weight_requantization" not in d["engine"]["serve"]["stack"]
+
+
+def test_vllm_code_holds_its_rope_table_on_every_device(cli):
+    """vLLM's DeepSeek-V3-family MLA attention builds one YaRN cos_sin_cache for every layer (get_rope's _ROPE_DICT), a
+    buffer in the model's bf16 that shard_model_to_tpu replicates (serve.py VLLM_ROPE_SOURCE): Kimi-K2.6's
+    [4,096 x 64 positions, 64 rope dims], 33,554,432 B a device in the weights the worker measures; the JAX model's
+    own table is not this one (named in a caveat, not priced)."""
+    cmd = DAILY.replace("deepseek-ai/DeepSeek-R1", "moonshotai/Kimi-K2.6")
+    q = parse_serve(cmd, platform="tpu")
+    assert q.model_buffers is not None and q.model_buffers[0] == 4096 * 64 * 64 * 2 == 33_554_432
+    assert "RoPE table" in q.model_buffers[1] and "cos_sin_cache" in q.model_buffers[1]
+    r1 = parse_serve(DAILY, platform="tpu")
+    assert r1.model_buffers is not None and r1.model_buffers[0] == 4096 * 40 * 64 * 2
+    jax = parse_serve(
+        DAILY.replace("MODEL_IMPL_TYPE=vllm", "MODEL_IMPL_TYPE=flax_nnx").replace(
+            '{"enable_dp_attention": true}', EP_ALL
+        ),
+        platform="tpu",
+    )
+    assert jax.model_buffers is None
+    eng = _fit(cli, cmd)["engine"]
+    assert "33,554,432 B: vLLM's MLA RoPE table" in json.dumps(eng["sources"])
+
+
+def test_skip_jax_precompile_compiles_no_step_at_start(cli):
+    """SKIP_JAX_PRECOMPILE=1 (examples/offline_inference.py sets it itself): CompilationManager.capture_model returns
+    before any token bucket (serve.py SKIP_PRECOMPILE_SOURCE), so the start holds no compiled step: Kimi-K2.6's
+    chunk-4,096 run, which died compiling its step after the pool, starts with it (the pool and weights unchanged)."""
+    cmd = (
+        "NEW_MODEL_DESIGN=1 MODEL_IMPL_TYPE=vllm vllm serve moonshotai/Kimi-K2.6 --kv-cache-dtype fp8 "
+        "--max-model-len 8192 --tensor-parallel-size 8 --block-size 256 --gpu-memory-utilization 0.978 "
+        "--max-num-batched-tokens 4096 --max-num-seqs 64 "
+        "--additional-config '{\"sharding\": {\"sharding_strategy\": {\"enable_dp_attention\": true}}}'"
+    )
+    compiled = _fit(cli, cmd)["engine"]
+    skipped = _fit(cli, "SKIP_JAX_PRECOMPILE=1 " + cmd)["engine"]
+    assert compiled["starts"] is False and "compiling the step" in compiled["message"]
+    assert skipped["starts"] is True and "skip_jax_precompile=1" in skipped["serve"]["stack"]
+    assert (skipped["weights_bytes"], skipped["kv_pool_bytes"]) == (compiled["weights_bytes"], compiled["kv_pool_bytes"])
+    assert any(c.startswith("SKIP_JAX_PRECOMPILE=1: no step is compiled at start") for c in skipped["serve"]["caveats"])
+    assert "SKIP_JAX_PRECOMPILE=1" not in skipped["serve"]["ignored"]

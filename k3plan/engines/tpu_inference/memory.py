@@ -122,7 +122,9 @@ def step_temporaries(
     bucket, a device: n_moe x (tokens x dp) x top_k x the experts' width x 2 (bf16), the MEGABLX_GMM backend's
     (the expert axis split, dp > 1); for vLLM's model code, the DeepSeek-V3 family's compiled step
     (_vllm_dsv3_step; ``expert_parallel``: --enable-expert-parallel, which picks its MoE backend). None for the
-    other models."""
+    other models, and where SKIP_JAX_PRECOMPILE=1 compiles no step at start (option skip_jax_precompile)."""
+    if options.get("skip_jax_precompile") == "1":
+        return None
     if options.get("model_impl") == VLLM_CODE:
         return _vllm_dsv3_step(
             architecture=architecture,

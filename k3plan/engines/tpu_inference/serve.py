@@ -184,12 +184,24 @@ LISTED_ENV = frozenset({ALL_GATHER_DTYPE, SHARED_STREAM, RANDOM_ROUTING}) | RAY_
 # the switch off the experts' requantization at load (envs.py env_bool, default False; moe_weights.py
 # _process_quantized_moe_weights_impl -> _process_moe_weights_no_requant): stack option disable_weight_requantization
 NO_REQUANT = "DISABLE_WEIGHT_REQUANTIZATION"
+# the switch off the start's precompilation (envs.py env_bool, default False): CompilationManager.capture_model returns
+# before compiling any token bucket, and TPUWorker skips the sampling / logprobs precompiles before the KV cache, so
+# no step is compiled at start; the first batch reaching a bucket compiles it then. tpu-inference's
+# examples/offline_inference.py sets it itself (os.environ.setdefault('SKIP_JAX_PRECOMPILE', '1')): stack option
+# skip_jax_precompile
+SKIP_PRECOMPILE = "SKIP_JAX_PRECOMPILE"
+SKIP_PRECOMPILE_SOURCE = (
+    "vllm-project/tpu-inference@56b1e079 tpu_inference/runner/compilation_manager.py CompilationManager.capture_model "
+    "(if envs.SKIP_JAX_PRECOMPILE or enforce_eager: return) and worker/tpu_worker.py initialize_from_config (the "
+    "sampling precompiles skipped alike); examples/offline_inference.py __main__ (os.environ.setdefault("
+    "'SKIP_JAX_PRECOMPILE', '1'), @0998d381 and @56b1e079)"
+)
 KNOWN_ENV = frozenset(
-    {BACKEND_TYPE, MLA_DISABLE, PROFILING_DIR, UNFUSED_MEGABLOCKS, UNSAFE_NO_DP_ATTENTION, NO_REQUANT}
+    {BACKEND_TYPE, MLA_DISABLE, PROFILING_DIR, UNFUSED_MEGABLOCKS, UNSAFE_NO_DP_ATTENTION, NO_REQUANT, SKIP_PRECOMPILE}
 )
 KNOWN_ENV |= LISTED_ENV
 PRICED_ENV = frozenset(
-    {MODEL_IMPL, REQUANT_DTYPE, REQUANT_BLOCK, NEW_MODEL_DESIGN, MLA_DISABLE, BACKEND_TYPE, NO_REQUANT}
+    {MODEL_IMPL, REQUANT_DTYPE, REQUANT_BLOCK, NEW_MODEL_DESIGN, MLA_DISABLE, BACKEND_TYPE, NO_REQUANT, SKIP_PRECOMPILE}
 )
 PRICED_ENV |= {PROFILING_DIR, UNFUSED_MEGABLOCKS} | LISTED_ENV
 # the fp8 checkpoints whose experts the fp4 requantization is priced for (fp8_block experts: the runtime format
@@ -458,6 +470,43 @@ def _rope_table_bytes(r: Reading) -> int:
     return rows * lanes * ROPE_ITEM
 
 
+# vLLM's model code's RoPE table under tpu-inference: the DeepSeek-V2 / V3 MLA attention's get_rope (deepseek_yarn:
+# DeepseekScalingRotaryEmbedding over original_max_position_embeddings x factor positions, cos | sin over the rotary
+# dim) registers cos_sin_cache as a buffer in torch's default dtype, the model's bf16 under the loader's
+# set_default_torch_dtype; get_rope caches one instance for every layer (_ROPE_DICT), and shard_model_to_tpu moves
+# the model's buffers (named_buffers, one a tensor) to the TPU replicated on every device, before the worker's
+# "Init model" reading and the pool's sizing
+VLLM_ROPE_SOURCE = (
+    "vllm/model_executor/layers/rotary_embedding/__init__.py get_rope (dtype None -> torch.get_default_dtype(); "
+    "_ROPE_DICT: one instance for every layer; deepseek_yarn -> DeepseekScalingRotaryEmbedding(original_max_position, "
+    "scaling_factor)), deepseek_scaling_rope.py _compute_cos_sin_cache (arange(max_position_embeddings x "
+    "scaling_factor), cat(cos, sin) over rotary_dim), base.py RotaryEmbedding.__init__ (cache.to(dtype) off CUDA, "
+    "register_buffer('cos_sin_cache', persistent=False)), model_loader/base_loader.py (set_default_torch_dtype("
+    "model_config.dtype)) (the vllm 0.15.1 and 0.21.0 wheels alike); "
+    f"{SOURCE.split(' @')[0]}@56b1e079 tpu_inference/layers/vllm/process_weights/cleanup_sharding.py "
+    "shard_model_to_tpu (named_parameters and named_buffers not sharded by a layer: _shard_tensor_to_tpu_replicated)"
+)
+VLLM_ROPE_ITEM = 2  # bf16, the model's dtype (torch_dtype bfloat16 in every bundled DeepSeek-V3-family config)
+
+
+def _vllm_rope_table(r: Reading) -> tuple[int, str] | None:
+    """vLLM's model code's MLA RoPE table a device under tpu-inference (VLLM_ROPE_SOURCE): one bf16 [original
+    positions x factor, qk_rope_head_dim] cos_sin_cache, replicated; None where the checkpoint is not a YaRN MLA one
+    (not read there)."""
+    from k3plan.models.loader import read_config, resolve_config_path
+
+    model = r.model or ""
+    cfg = read_config(resolve_config_path(r.resolve(model) if r.resolve is not None else model)[1])
+    cfg = cfg.get("text_config") or cfg
+    scaling = cfg.get("rope_scaling") or {}
+    kind = scaling.get("type", scaling.get("rope_type"))
+    if "kv_lora_rank" not in cfg or kind not in ("yarn", "deepseek_yarn"):
+        return None
+    rows = int(scaling["original_max_position_embeddings"] * scaling["factor"])
+    n = rows * int(cfg["qk_rope_head_dim"]) * VLLM_ROPE_ITEM
+    return n, f"vLLM's MLA RoPE table, bf16 [{rows:,} x {cfg['qk_rope_head_dim']}] on every device ({VLLM_ROPE_SOURCE})"
+
+
 def _jax_deepseek(r: Reading, impl: str, expert_ways: int) -> None:
     """MODEL_IMPL_TYPE flax_nnx (or auto) on DeepSeek-V3 / R1: tpu-inference's JAX deepseek_v3.py, priced at
     tensor_parallelism 1 x expert_parallelism = the devices, where it holds what vLLM's model code holds a device
@@ -537,6 +586,7 @@ def _env(r: Reading, expert_ways: int) -> None:
         )
     else:
         r.options["model_impl"] = VLLM_CODE
+        r.model_buffers = _vllm_rope_table(r)
     if dtype:
         if dtype != "fp4":
             raise K3PlanError(
@@ -566,6 +616,14 @@ def _env(r: Reading, expert_ways: int) -> None:
         raise K3PlanError(
             f"--serve: {UNFUSED_MEGABLOCKS}={megablocks}: the JAX path's MEGABLX_GMM MoE backend "
             f"({SOURCE} tpu_inference/layers/jax/moe/utils.py select_moe_backend) was not read; remove it"
+        )
+    skip = env.get(SKIP_PRECOMPILE)
+    if skip is not None and env_on(skip):
+        r.options["skip_jax_precompile"] = "1"
+        r.caveats.append(
+            f"{SKIP_PRECOMPILE}={skip}: no step is compiled at start ({SKIP_PRECOMPILE_SOURCE}), so the start verdict "
+            "holds no compiled step's temporaries; the first batch that reaches a token bucket compiles it then, in "
+            "the HBM --gpu-memory-utilization leaves"
         )
     r.env_read |= PRICED_ENV & set(env)
     # NEW_MODEL_DESIGN=1 is read (the MLA models' requirement above), not listed as ignored

@@ -673,6 +673,7 @@ def engine_sizing(
     expert_formats: tuple[str, ...] = (),
     eplb_state: tuple[int, str] | None = None,
     mla_workspace: tuple[int, str] | None = None,
+    model_buffers: tuple[int, str] | None = None,
     moe_workspace: tuple[int, str] | None = None,
     rocm_moe: tuple[int, str] | None = None,
     rocm_fp8_pad: tuple[int, str] | None = None,
@@ -703,6 +704,8 @@ def engine_sizing(
     mega_moe_non_torch), added to the non-torch increase; None: the command runs no such buffer.
     ``eplb_state``: the EPLB state the model adds at load (engines/vllm/eplb.py eplb_state), in the load's
     measurement and so in the weights; None: EPLB off.
+    ``model_buffers``: (bytes a device, source) of buffers the engine's model holds beside its weights, inside the
+    weights' measurement (the command's reading, ServeQuestion.model_buffers); None: none.
     ``mla_workspace``: the MLA decode workspaces the attention backend's selection allocates while the model is built
     (engines/vllm/mla_block.py mla_decode_workspace), in the load's measurement and so in the weights; None: none.
     ``moe_workspace``: the MoE workspace the profile run's dummy forward leaves allocated under the sampler warm-up and
@@ -753,6 +756,9 @@ def engine_sizing(
     if mla_workspace is not None and mla_workspace[0]:
         weights_bytes += mla_workspace[0]
         weights_src += f", + {mla_workspace[0]:,} B: {mla_workspace[1]}"
+    if model_buffers is not None and model_buffers[0]:
+        weights_bytes += model_buffers[0]
+        weights_src += f", + {model_buffers[0]:,} B: {model_buffers[1]}"
     if expert_pad is not None and draft is not None and draft.expert_bytes_per_device:
         # the budget's weights hold the target's padded shards (Stack.expert_pad); the drafter's experts split alike
         extra = -(-draft.expert_bytes_per_device * (expert_pad[0] - expert_pad[1]) // expert_pad[1])
