@@ -365,7 +365,11 @@ def _transferred(graphs: int, total: int, logged_graphs: int) -> tuple[int, int]
 # vllm-recipes-381-dsv4-pro-h200-dp8-800k 0.05 -> 0.64 and vllm-recipes-dsv4-flash-h200-pd-decode 0.05 -> 0.66 GiB, still
 # STARTS) and no verdict: 11 of 50 pools within 3% and 100 of 109 verdicts right before and after, so not adopted (a
 # term enters only where it raises either count). The PIECEWISE first capture (breakable graphs from 0.26.0) holds the
-# graph pieces' pool, V4's attention running eagerly between them: not traced, so the A6000 log stays transferred.
+# graph pieces' pool, V4's attention running eagerly between them: not traced, so the A6000 log stays transferred. Taking
+# the same first FULL capture where it exceeds the transfer's T / n (FULL_AND_PIECEWISE, V4) moves eight estimates
+# 0.02-0.59 GiB (vllm-mirothinker-dsv4-pro-h200-tp8-graphs-oom 2.49 -> 3.08 GiB, still STARTS; vllm#51454's B200
+# concurrencies 20.47x -> 20.43x against 20.43x and 19.57x -> 19.53x against 19.61x; vllm#51041 912K 0.02 closer) and
+# no count either.
 
 # Not priced: from 0.32.0 a YOCO model (DeepSeek-V4.1) also captures its decoder replay layers in CUDA graphs of their
 # own by default (CompilationConfig.cudagraph_decoder_replay True; decoder_replay_cudagraph_capture_sizes multiples of
