@@ -349,6 +349,28 @@ def _transferred(graphs: int, total: int, logged_graphs: int) -> tuple[int, int]
     return proportional, first_then_floor
 
 
+# Not priced (scored, session 51): the first FULL capture sized from the code. In the 0.20.0 and 0.20.2 wheels (PyPI)
+# profile_cudagraph_memory empties the cache, then for each mode (PIECEWISE first, CudagraphDispatcher.get_capture_descs)
+# warms its largest size up eagerly (cudagraph_num_of_warmups 1, vllm/config/vllm.py) and captures it into one profiling
+# pool. PyTorch's torch.cuda.graph empties the cache again before capture_begin (torch/cuda/graphs.py graph.__enter__),
+# so the eager warmup's blocks are not in the sample, and a graph keeps its output only as a weak reference
+# (compilation/cuda_graph.py CUDAGraphWrapper), so a later capture reuses the pool: its sample is the driver's graph
+# memory, which no code sizes (the 1 MiB floor). With no PIECEWISE capture before it (FULL_DECODE_ONLY, FULL), the first
+# FULL sample is then the pool's peak, the decode forward's largest live set at the largest size: for V4 the indexer's
+# decode logits [tokens, max_model_len // 4] float32 (model_executor/layers/sparse_attn_indexer.py decode path,
+# utils/deep_gemm.py fp8_fp4_paged_mqa_logits, layers/deepseek_v4_attention.py max_model_len // compress_ratio) beside
+# the CSA layer's live set (dsv4_workspace.dsv4_indexer_live), 0.47 GiB at 512 tokens and 800K on V4-Pro TP 8: 0.52
+# GiB for 51 graphs where the floor gives 0.05. Over the vLLM cases it moves three estimates (vllm-kamra-dsv4-pro-h200-
+# tp8-ep-800k's pool +7.24 -> +6.77 GiB, 4.66x logged: 6.27x -> 6.17x; the two verdict-only FULL_DECODE_ONLY starts,
+# vllm-recipes-381-dsv4-pro-h200-dp8-800k 0.05 -> 0.64 and vllm-recipes-dsv4-flash-h200-pd-decode 0.05 -> 0.66 GiB, still
+# STARTS) and no verdict: 11 of 50 pools within 3% and 100 of 109 verdicts right before and after, so not adopted (a
+# term enters only where it raises either count). The PIECEWISE first capture (breakable graphs from 0.26.0) holds the
+# graph pieces' pool, V4's attention running eagerly between them: not traced, so the A6000 log stays transferred. Taking
+# the same first FULL capture where it exceeds the transfer's T / n (FULL_AND_PIECEWISE, V4) moves eight estimates
+# 0.02-0.59 GiB (vllm-mirothinker-dsv4-pro-h200-tp8-graphs-oom 2.49 -> 3.08 GiB, still STARTS; vllm#51454's B200
+# concurrencies 20.47x -> 20.43x against 20.43x and 19.57x -> 19.53x against 19.61x; vllm#51041 912K 0.02 closer) and
+# no count either.
+
 # Not priced: from 0.32.0 a YOCO model (DeepSeek-V4.1) also captures its decoder replay layers in CUDA graphs of their
 # own by default (CompilationConfig.cudagraph_decoder_replay True; decoder_replay_cudagraph_capture_sizes multiples of
 # the sliding window: vllm 0.32.0 wheel (PyPI), vllm/config/compilation.py); their share of the estimate is in no log
