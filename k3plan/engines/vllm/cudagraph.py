@@ -373,9 +373,10 @@ def _transferred(graphs: int, total: int, logged_graphs: int) -> tuple[int, int]
 
 # Not priced: from 0.32.0 a YOCO model (DeepSeek-V4.1) also captures its decoder replay layers in CUDA graphs of their
 # own by default (CompilationConfig.cudagraph_decoder_replay True; decoder_replay_cudagraph_capture_sizes multiples of
-# the sliding window: vllm 0.32.0 wheel (PyPI), vllm/config/compilation.py); their share of the estimate is in no log
-# the public log whose CUDA-graph estimate is transferred (k3plan/evidence/vllm_dsv4_start_logs.yaml): the only one
-# that prints vLLM's estimate for DeepSeek-V4 with the graph count it covers. The NVIDIA figures read since (the evidence
+# the sliding window: vllm 0.32.0 wheel (PyPI), vllm/config/compilation.py); their share of the estimate is in no log.
+
+# TRANSFER_RECORD: the public log whose CUDA-graph estimate is transferred (k3plan/evidence/vllm_dsv4_start_logs.yaml):
+# the only one that prints vLLM's estimate for DeepSeek-V4 with the graph count it covers. The NVIDIA figures read since (the evidence
 # file's records from inferencex-2707 on) are the graphs' memory at capture, not the estimate: InferenceX#2707 (B200
 # TP8, V4-Pro, 0.88 / 2.05 / 3.03 GiB over 9 / 37 / 60 graphs, about 0.04 GiB a graph of either mode after a 0.5 GiB
 # first capture), vllm#49390 (B300, V4-Flash DSpark 7: 4.88 GiB over 160, 0.03 a graph) and InferenceX#3321's prose
