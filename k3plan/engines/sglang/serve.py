@@ -1687,7 +1687,8 @@ def fi_mxfp4_precision(r: Reading) -> None:
 
 
 # ServerArgs flags with a memory effect k3plan does not model (python/sglang/srt/server_args.py): none left
-# unconditionally since --deepep-config (read by deepep_config above) was refused only where DeepEP builds its buffer.
+# unconditionally since --deepep-config is read by deepep_config above (a config file refused where DeepEP builds its
+# buffer, JSON read with the buffer's growth named).
 # --deepep-mode, --moe-dense-tp-size and --disable-shared-experts-fusion are read (deepep_mode, dense_tp,
 # shared_fusion above)
 UNPRICED: dict[str, str] = {}
