@@ -10,9 +10,12 @@ DeepSeek PD-disaggregation / large-scale EP commands), each priced from SGLang's
   0.5.6) one whole a GPU at ep = tp, which the flag returns to 1/tp;
 - --deepep-mode: DeepEP's buffer is built at the first dispatch, after the pool is sized, and normal mode's CUDA-graph
   switch-off comes after mem_fraction_static is derived: nothing the pool sees;
-- --deepep-config: the normal-mode buffer's sizes, out of the 2 GiB SGLang leaves for DeepEP: still refused where a
-  DeepEP all-to-all builds that buffer; without one (SGLang's default --moe-a2a-backend none) it sizes nothing and is
-  listed as ignored (sglang 0.5.15 wheel, token_dispatcher/deepep.py DeepEPConfig: read by the DeepEP buffer alone).
+- --deepep-config: the normal-mode buffer's sizes, built like every DeepEP buffer at the first dispatch, after the pool
+  is sized (ModelRunner.initialize runs no forward between load_model and init_memory_pool): given as JSON, read and the
+  buffer's growth over DeepEP's defaults named in a caveat, the pool unchanged; a config file (contents unreadable)
+  still refused where a DeepEP all-to-all builds that buffer; without one (SGLang's default --moe-a2a-backend none) it
+  sizes nothing and is listed as ignored (sglang 0.5.15 wheel, token_dispatcher/deepep.py DeepEPConfig: read by the
+  DeepEP buffer alone). SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK (the low-latency buffer's token cap) likewise.
 """
 
 from __future__ import annotations
@@ -130,3 +133,45 @@ def test_deepep_config_without_a_deepep_all_to_all_sizes_nothing():
     assert given.stack_options == plain.stack_options and given.tp == plain.tp and given.ep == plain.ep
     with pytest.raises(K3PlanError, match="DeepEP's normal-mode buffer sizes from a tuned config"):
         parse_serve(f"SGLANG_NVFP4_CKPT_FP8_NEXTN_MOE=1 {V3} --deepep-config c.json", platform="gpu", release=release)
+
+
+TUNED = """'{"normal_dispatch":{"num_sms":96},"normal_combine":{"num_sms":96}}'"""
+
+
+def test_deepep_config_json_names_the_buffer_and_leaves_the_pool(cli):
+    """A --deepep-config given as JSON under --moe-a2a-backend deepep: DeepEP's NVLink buffer at 96 SMs holds 48
+    channels x 256 tokens (DeepEP's Config defaults, csrc/deep_ep.cpp) against the default 10 x 256 (Buffer.num_sms 20,
+    get_dispatch_config), built after the pool: the pool and weights as without it, the growth named."""
+    deepep = V3 + " --moe-a2a-backend deepep"
+    base = _engine(cli, deepep, "0.5.15")
+    got = _engine(cli, f"SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK=256 {deepep} --deepep-config {TUNED}", "0.5.15")
+    assert got["kv_pool_tokens"] == base["kv_pool_tokens"] and got["weights_bytes"] == base["weights_bytes"]
+    said = " ".join(got["serve"]["caveats"])
+    assert "12,288 channel-tokens a peer (DeepEP's default 2,560: 4.8x)" in said
+    assert "SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK=256" in said and "2.0x" in said
+
+
+@pytest.mark.parametrize(
+    ("tail", "said"),
+    [
+        (""" --deepep-config '{"normal_dispatch":{"num_sms":96}}'""", "normal_combine"),
+        (""" --deepep-config '{"normal_dispatch":{"num_sms":96},"normal_combine":{"num_sms":64}}'""", "asserts"),
+        (""" --deepep-config '{"normal_dispatch":{"sms":96},"normal_combine":{"num_sms":96}}'""", "takes no 'sms'"),
+    ],
+)
+def test_deepep_config_json_refused_where_sglang_refuses_it(tail: str, said: str):
+    from k3plan.engines.release import parse_release
+
+    with pytest.raises(K3PlanError, match=said):
+        parse_serve(f"{V3} --moe-a2a-backend deepep{tail}", platform="gpu", release=parse_release("0.5.15"))
+
+
+def test_deepep_tokens_above_the_dispatcher_s_assert_refused():
+    from k3plan.engines.release import parse_release
+
+    with pytest.raises(K3PlanError, match="at most 1024"):
+        parse_serve(
+            f"SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK=2048 {V3} --moe-a2a-backend deepep",
+            platform="gpu",
+            release=parse_release("0.5.15"),
+        )

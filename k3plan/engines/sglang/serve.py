@@ -16,6 +16,7 @@ from k3plan.engines.serve_values import (
     flag_int,
     fp4_storage,
     fraction,
+    json_object,
     positive_float,
     read_dcp,
     refuse_unpriced,
@@ -268,6 +269,10 @@ def dsv4_state_dtype_env(r: Reading) -> None:
     r.dsv4_state_bytes = STATE_DTYPE_BYTES[value]
 
 
+# SGLang's low-latency DeepEP token cap a rank (read by the DeepEP dispatcher: deepep_config below)
+DEEPEP_TOKENS_ENV = "SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK"
+
+
 KNOWN_ENV = frozenset(
     {
         LONG_CONTEXT_ENV,
@@ -276,6 +281,7 @@ KNOWN_ENV = frozenset(
         ENGRAM_LAYOUT_ENV,
         FP4_EXPERTS_ENV,
         STATE_DTYPE_ENV,
+        DEEPEP_TOKENS_ENV,
         *MEGA_MOE_ENV,
     }
 )
@@ -1533,15 +1539,45 @@ DEEPEP_MODE_SOURCE = (
     "run_resolution_pipeline (handle_gpu_memory_settings before moe_hook.py handle_a2a_moe) in 0.5.19-0.5.23"
 )
 # --deepep-config (JSON or a file): DeepEPConfig's num_sms and the normal dispatch / combine configs (DeepEP's Config:
-# SMs, NVLink and RDMA chunk and buffer sizes), which set the normal-mode buffer's bytes in get_deepep_buffer. Like the
-# mode it sizes nothing the pool sees; what it changes is how much of the 2 GiB SGLang leaves for DeepEP the buffer
-# takes, which k3plan does not size even for DeepEP's defaults (it would need deep_ep's Config.get_nvl_buffer_size_hint
-# / get_rdma_buffer_size_hint and the config's values, read from the JSON or the file)
+# SMs, NVLink and RDMA chunk and buffer sizes), which set the normal-mode buffer's bytes in get_deepep_buffer; and
+# SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK (default 128, asserted <= 1024), the low-latency buffer's token cap.
+# Both size only DeepEP's Buffer, which SGLang builds lazily at the first dispatch (_DeepEPDispatcherImplNormal /
+# LowLatency._get_buffer): model_runner.py ModelRunner.initialize runs no forward between load_model and
+# init_memory_pool, so the buffer is allocated after the pool is sized, out of the memory the fraction leaves (from
+# 0.5.15 a derived fraction holds 2 GiB for it: releases.py DEEPEP_RESERVE_SOURCE). The pool is the same with or
+# without them; k3plan does not price DeepEP's buffer for DeepEP's defaults either, so the command is read and the
+# buffer's growth over the defaults named. DeepEP's sizes (deepseek-ai/DeepEP csrc/config.hpp @030cdf0a
+# Config.get_nvl_buffer_size_hint, get_rdma_buffer_size_hint, get_low_latency_rdma_size_hint; deep_ep/buffer.py
+# @04b06f7a Buffer.num_sms = 20, get_dispatch_config / get_combine_config; csrc/deep_ep.cpp's Config defaults 20, 6,
+# 256, 6, 256): the NVLink buffer holds (num_sms / 2) channels x min(ranks, 8) x num_max_nvl_chunked_recv_tokens
+# slots of a token's hidden bytes plus 2 KiB of top-k and scales (DeepEP's default at 2-8 ranks: 10 channels x 256);
+# the RDMA buffer, beyond 8 ranks, (num_sms / 2) x num_max_rdma_chunked_recv_tokens (default 10 x 128) slots twice;
+# the low-latency buffer 4 x experts x tokens-a-rank messages of about 2 x hidden bytes. A config file named on the
+# command cannot be read: refused
 DEEPEP_CONFIG_REFUSAL = (
-    "DeepEP's normal-mode buffer sizes from a tuned config (num_sms, NVLink / RDMA chunk and buffer sizes: sglang "
-    "0.5.15 wheel, layers/moe/token_dispatcher/deepep.py DeepEPConfig, DeepEPBuffer.get_deepep_buffer; built after the "
-    "pool, out of the 2 GiB SGLang leaves for DeepEP, whose use DeepEP's size hints would give)"
+    "DeepEP's normal-mode buffer sizes from a tuned config file (num_sms, NVLink / RDMA chunk and buffer sizes: sglang "
+    "0.5.15 wheel, layers/moe/token_dispatcher/deepep.py DeepEPConfig, DeepEPBuffer.get_deepep_buffer; utils/common.py "
+    "load_json_config reads a file where the value is not JSON), whose contents k3plan cannot read,"
 )
+DEEPEP_BUFFER_SOURCE = (
+    "sglang 0.5.15.post1 wheel (PyPI), sglang/srt/layers/moe/token_dispatcher/deepep.py DeepEPConfig.__init__, "
+    "DeepEPBuffer.get_deepep_buffer (lazily from the dispatchers' _get_buffer), _DeepEPDispatcherImplBase.__init__ "
+    "(SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK, assert <= 1024), model_executor/model_runner.py "
+    "ModelRunner.initialize (no forward between load_model and init_memory_pool); deepseek-ai/DeepEP csrc/config.hpp "
+    "@030cdf0a Config.get_nvl_buffer_size_hint / get_rdma_buffer_size_hint / get_low_latency_rdma_size_hint, "
+    "deep_ep/buffer.py @04b06f7a Buffer.num_sms, get_dispatch_config / get_combine_config"
+)
+DEEPEP_CONFIG_FIELDS = {  # DeepEP's Config and its pybind defaults (csrc/deep_ep.cpp)
+    "num_sms": 20,
+    "num_max_nvl_chunked_send_tokens": 6,
+    "num_max_nvl_chunked_recv_tokens": 256,
+    "num_max_rdma_chunked_send_tokens": 6,
+    "num_max_rdma_chunked_recv_tokens": 256,
+}
+DEEPEP_DEFAULT_NVL = 10 * 256  # Buffer.num_sms 20 -> 10 channels x 256 tokens (get_dispatch/combine_config, 2-8 ranks)
+DEEPEP_DEFAULT_RDMA = 10 * 128  # 10 channels x 128 tokens (16-160 ranks)
+DEEPEP_TOKENS_DEFAULT = 128  # environ.py EnvInt(128)
+DEEPEP_TOKENS_MAX = 1024  # the dispatcher's assert (DeepEP's FINISHED_SUM_TAG)
 
 
 def deepep_mode(r: Reading) -> None:
@@ -1571,17 +1607,75 @@ DEEPEP_CONFIG_SOURCE = (
 DEEPEP_NEXTN_ENV = "SGLANG_NVFP4_CKPT_FP8_NEXTN_MOE"
 
 
+def _deepep_tuned(raw: str) -> tuple[int, int]:
+    """--deepep-config's JSON: the (NVLink, RDMA) channel-token products of its normal dispatch / combine configs,
+    the larger of the two each (get_deepep_buffer takes the max of their size hints); one line on what SGLang or
+    DeepEP refuses."""
+    got = json_object("--deepep-config", raw)
+    configs = []
+    for part in ("normal_dispatch", "normal_combine"):  # DeepEPConfig.__init__ indexes both
+        one = got.get(part)
+        if not isinstance(one, dict):
+            raise K3PlanError(f"--serve: --deepep-config: SGLang reads config_parsed[{part!r}] (KeyError without it)")
+        unknown = sorted(set(one) - set(DEEPEP_CONFIG_FIELDS))
+        if unknown:
+            raise K3PlanError(f"--serve: --deepep-config: DeepEP's Config takes no {unknown[0]!r}")
+        values = {**DEEPEP_CONFIG_FIELDS, **one}
+        if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values.values()):
+            raise K3PlanError(f"--serve: --deepep-config: {part}: DeepEP's Config takes non-negative integers")
+        configs.append(values)
+    if configs[0]["num_sms"] != configs[1]["num_sms"]:  # DeepEPConfig.__init__'s assert
+        raise K3PlanError("--serve: --deepep-config: SGLang asserts normal_dispatch's num_sms == normal_combine's")
+    nvl = max(c["num_sms"] // 2 * c["num_max_nvl_chunked_recv_tokens"] for c in configs)
+    rdma = max(c["num_sms"] // 2 * c["num_max_rdma_chunked_recv_tokens"] for c in configs)
+    return nvl, rdma
+
+
 def deepep_config(r: Reading) -> None:
-    """--deepep-config: refused where a DeepEP all-to-all builds the buffer it sizes (``DEEPEP_CONFIG_REFUSAL``),
-    listed as ignored where none does (``DEEPEP_CONFIG_SOURCE``)."""
-    if r.get("--deepep-config", None) is None:
+    """--deepep-config and SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK: where a DeepEP all-to-all builds the buffer
+    they size, read and the buffer's growth over DeepEP's defaults named (built after the pool:
+    ``DEEPEP_BUFFER_SOURCE``), a config file refused (``DEEPEP_CONFIG_REFUSAL``); listed as ignored where none does
+    (``DEEPEP_CONFIG_SOURCE``)."""
+    raw = r.get("--deepep-config", None)
+    tokens_raw = r.env.get(DEEPEP_TOKENS_ENV)
+    if tokens_raw is not None:
+        r.env_read.add(DEEPEP_TOKENS_ENV)
+    built = r.options.get("moe_a2a_backend", SGLANG_A2A_DEFAULT) == "deepep" or _on(r.env.get(DEEPEP_NEXTN_ENV))
+    if not built:
+        if raw is not None:
+            r.ignored.append("--deepep-config")
         return
-    if r.options.get("moe_a2a_backend", SGLANG_A2A_DEFAULT) == "deepep" or _on(r.env.get(DEEPEP_NEXTN_ENV)):
-        raise K3PlanError(
-            f"--serve: --deepep-config: {DEEPEP_CONFIG_REFUSAL} is not priced by k3plan; remove it to price SGLang "
-            "without it"
+    grew = []
+    if raw is not None:
+        if not raw.strip().startswith("{"):
+            raise K3PlanError(
+                f"--serve: --deepep-config: {DEEPEP_CONFIG_REFUSAL} is not priced by k3plan; give the config as JSON, "
+                "or remove it to price SGLang without it"
+            )
+        nvl, rdma = _deepep_tuned(raw)
+        grew.append(
+            f"--deepep-config's NVLink buffer {nvl:,} channel-tokens a peer (DeepEP's default {DEEPEP_DEFAULT_NVL:,}: "
+            f"{nvl / DEEPEP_DEFAULT_NVL:.1f}x), its RDMA buffer beyond 8 ranks {rdma:,} (default "
+            f"{DEEPEP_DEFAULT_RDMA:,}: {rdma / DEEPEP_DEFAULT_RDMA:.1f}x)"
         )
-    r.ignored.append("--deepep-config")
+    if tokens_raw is not None:
+        tokens = flag_int(DEEPEP_TOKENS_ENV, tokens_raw)
+        if tokens > DEEPEP_TOKENS_MAX:
+            raise K3PlanError(
+                f"--serve: {DEEPEP_TOKENS_ENV}={tokens}: SGLang asserts it is at most {DEEPEP_TOKENS_MAX} "
+                f"({DEEPEP_BUFFER_SOURCE})"
+            )
+        grew.append(
+            f"{DEEPEP_TOKENS_ENV}={tokens}: the low-latency buffer's messages {tokens / DEEPEP_TOKENS_DEFAULT:.1f}x "
+            f"the default {DEEPEP_TOKENS_DEFAULT}'s"
+        )
+    if grew:
+        r.caveats.append(
+            "DeepEP's buffer, built at the first dispatch after SGLang sizes its pool (out of the memory "
+            "--mem-fraction-static leaves) and not priced by k3plan for DeepEP's defaults either: "
+            + "; ".join(grew)
+            + f" ({DEEPEP_BUFFER_SOURCE}). The pool is as without them"
+        )
 
 
 # --flashinfer-mxfp4-moe-precision (its choices by release: engines/sglang/server_flags.py CHOICES): the activation
@@ -1619,7 +1713,8 @@ def fi_mxfp4_precision(r: Reading) -> None:
 
 
 # ServerArgs flags with a memory effect k3plan does not model (python/sglang/srt/server_args.py): none left
-# unconditionally since --deepep-config (read by deepep_config above) was refused only where DeepEP builds its buffer.
+# unconditionally since --deepep-config is read by deepep_config above (a config file refused where DeepEP builds its
+# buffer, JSON read with the buffer's growth named).
 # --deepep-mode, --moe-dense-tp-size and --disable-shared-experts-fusion are read (deepep_mode, dense_tp,
 # shared_fusion above)
 UNPRICED: dict[str, str] = {}

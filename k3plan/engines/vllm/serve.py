@@ -89,6 +89,60 @@ BATCH_CHECK_SOURCE = (
     "vllm 0.8.4 / 0.8.5 / 0.9.2 / 0.10.0 wheels (PyPI) vllm/config.py SchedulerConfig._verify_args, 0.10.1 / 0.10.2 "
     "and 0.26.0 / 0.28.0 / 0.29.0 / 0.31.0 / 0.33.0 / 0.34.0 vllm/config/scheduler.py SchedulerConfig._verify_args"
 )
+# --performance-mode (VllmConfig.performance_mode, registered from 0.17.0: the 0.16.0 wheel's parser has no such option,
+# so a command read as an earlier release is refused by the parser's check): "balanced" is the default and changes
+# nothing. "throughput" doubles max_num_batched_tokens and max_num_seqs where the command leaves each unset, after the
+# defaults (the batched DP MoE's 256 included) and before max_num_seqs is cut to the budget
+# (EngineArgs._set_default_max_num_seqs_and_batched_tokens_args); the doubled max_num_seqs then moves the default
+# capture ceiling (min(max_num_seqs x (1 + k) x 2, ceiling): engines/vllm/cudagraph.py), which k3plan derives from
+# it. Its only other reader is a log line (VllmConfig.__post_init__ 'Performance mode set to'). "interactivity"
+# captures every size 1..min(ceiling, 32) where the compilation config gives no capture sizes
+# (VllmConfig._set_cudagraph_sizes), and from 0.34.0 also picks the varlen-decode and prefill capture grids
+# (get_varlen_decode_cudagraph_token_sizes, prefill_cudagraph_capture_grid): more graphs, not priced by k3plan's
+# capture grid, so refused. Read in the 0.17.0, 0.20.0 and 0.34.0 wheels (PyPI): the only files naming
+# performance_mode are vllm/config/vllm.py and vllm/engine/arg_utils.py
+PERFORMANCE_MODES = ("balanced", "interactivity", "throughput")
+PERFORMANCE_MODE_FROM = (0, 17, 0)
+PERFORMANCE_MODE_SOURCE = (
+    "vllm 0.17.0, 0.20.0 and 0.34.0 wheels (PyPI) vllm/engine/arg_utils.py EngineArgs."
+    "_set_default_max_num_seqs_and_batched_tokens_args ('If throughput mode is set, double max_num_batched_tokens and "
+    "max_num_seqs': each where the command left it unset, before max_num_seqs = min(max_num_seqs, "
+    "max_num_batched_tokens)); vllm/config/vllm.py VllmConfig.performance_mode and _set_cudagraph_sizes (interactivity)"
+)
+
+
+def read_performance_mode(r: Reading, raw: str | None) -> bool:
+    """--performance-mode (``PERFORMANCE_MODE_SOURCE``): True where it is "throughput" (the defaults doubled by the
+    caller), "balanced" listed as ignored, "interactivity" refused (a capture grid k3plan does not price)."""
+    if raw is None:
+        return False
+    if r.release is not None and r.release < PERFORMANCE_MODE_FROM:
+        raise K3PlanError(
+            f"--serve: vLLM {release_text(r.release)} refuses --performance-mode: its parser has no such option "
+            f"(registered from {release_text(PERFORMANCE_MODE_FROM)}: the 0.16.0 wheel (PyPI) vllm/engine/arg_utils.py "
+            "and vllm/config/vllm.py name no performance_mode, the 0.17.0 wheel's EngineArgs.performance_mode); "
+            "remove it, or read the command as a later release (fit --engine-version)"
+        )
+    mode = raw.strip().lower()
+    if mode not in PERFORMANCE_MODES:
+        raise K3PlanError(f"--serve: --performance-mode {raw}: expected one of {', '.join(PERFORMANCE_MODES)}")
+    if r.platform == "tpu":
+        raise K3PlanError(
+            "--serve: --performance-mode on a TPU: the plugin's batch defaults under it were not read by k3plan; "
+            "remove it to price the command without it"
+        )
+    if mode == "interactivity":
+        raise K3PlanError(
+            "--serve: --performance-mode interactivity captures a CUDA graph for every batch size up to 32 (and, "
+            f"from 0.34.0, its own decode and prefill grids: {PERFORMANCE_MODE_SOURCE}), which k3plan does not "
+            "price; remove it to price vLLM without it"
+        )
+    if mode == "balanced":
+        r.ignored.append("--performance-mode")
+        return False
+    return True
+
+
 # VLLM_USE_V1=0 (default 1: vllm/envs.py) runs the V0 engine in the 0.8.5, 0.9.2 and 0.10.2 wheels (PyPI); its worker
 # sizes the pool by the same memory_profiling (vllm/worker/worker.py Worker.determine_num_available_blocks:
 # requested - non_kv_cache_memory, num_gpu_blocks = available // cache_block_size) after V0's own profile run and
@@ -971,6 +1025,8 @@ def read(r: Reading) -> None:
     elif sg_chunk is not None:
         raise K3PlanError(f"--serve: --chunked-prefill-size is not {ENGINE}'s flag")
     seqs = get("--max-num-seqs", None)
+    throughput = read_performance_mode(r, get("--performance-mode", None))
+    doubled = f" doubled by --performance-mode throughput ({PERFORMANCE_MODE_SOURCE})" if throughput else ""
     if get("--max-running-requests", None) is not None:
         raise K3PlanError("--serve: --max-running-requests is SGLang's flag; vllm serve takes --max-num-seqs")
     a100_large = r.release is not None and r.release < VLLM_A100_SMALL_FROM  # before 0.9.0 an A100 is not excluded
@@ -1007,19 +1063,20 @@ def read(r: Reading) -> None:
         and r.expert_parallel
         and r.dp > 1
     )
+    scale = 2 if throughput else 1
     if r.chunk is None and batched_dp:  # the batched DP MoE's default (BATCHED_DP_SOURCE)
-        r.chunk = BATCHED_DP_DEFAULT_TOKENS
+        r.chunk = BATCHED_DP_DEFAULT_TOKENS * scale
         source = BATCHED_DP_SOURCE
-        r.chunk_source = f"vLLM's default max_num_batched_tokens {r.chunk}: {source}"
+        r.chunk_source = f"vLLM's default max_num_batched_tokens {r.chunk}: {source}{doubled}"
     elif r.chunk is None:
-        r.chunk = 16384 if huge else 8192 if large else 2048
-        r.chunk_source = f"vLLM's default max_num_batched_tokens {r.chunk}: {source}"
+        r.chunk = (16384 if huge else 8192 if large else 2048) * scale
+        r.chunk_source = f"vLLM's default max_num_batched_tokens {r.chunk}: {source}{doubled}"
     old_read = r.platform != "tpu" and r.release is not None and BATCH_CHECK_READ[0] <= r.release < BATCH_CHECK_READ[1]
     if seqs is None:
-        default_seqs = 1024 if large or huge else 256
+        default_seqs = (1024 if large or huge else 256) * scale
         unclamped = old_read and r.release is not None and r.release < SEQS_CLAMP_FROM
         r.batch = default_seqs if unclamped else min(default_seqs, r.chunk)
-        r.batch_source = f"vLLM's default max_num_seqs {r.batch}: {source}" + (
+        r.batch_source = f"vLLM's default max_num_seqs {r.batch}: {source}{doubled}" + (
             f" (not cut to max_num_batched_tokens before 0.10.1: {SEQS_CLAMP_SOURCE})" if unclamped else ""
         )
     else:
