@@ -61,6 +61,26 @@ def test_the_dummy_forward_s_largest_moment(flash):
     assert dsv4_forward_live(flash.dsv4, mtp=False, **{**kw, "local_heads": 65})[0] > 2_148_532_224 + 1024 * MIB
 
 
+def test_0_20_pads_no_q_in_its_profile_run(flash):
+    """vLLM 0.20.x (the 0.20.0 wheel): the profile run returns before q's pad, so at 2,048 tokens on TP 8 (8 local
+    heads, FlashMLA's 64 padded only for o_padded) a CSA layer holds the residual stream and attn_norm's row (40 KiB a
+    token), o_padded (64 KiB), qr_kv and its normed halves (6 KiB), q unpadded (8 KiB) and the compressor's float32
+    kv_score (8 KiB): 252 MiB, not the 464.25 of 0.23.0's padded layout; the O projection (o_padded, qr_kv, o_fp8 and
+    its scales, z for one local group, its FP8 copy, wo_b's row) is 82.125 KiB a token, the larger beside the MTP
+    drafter's embedding, enorm, target output, layer input and two streams: 356.3 MiB."""
+    kw = dict(tokens=2048, hidden_size=flash.hidden_size, local_heads=8, q_lora_rank=flash.mla.q_lora_rank, tp=8)
+    t, row, stream = 2048, 4096 * 2, 4 * 4096 * 2
+    o_padded, qr_kv, q = 64 * 512 * 2, (1024 + 512) * 2, 8 * 512 * 2
+    layer = t * (row + stream + o_padded + 2 * qr_kv + q + 4 * 2 * 2 * 512)
+    assert dsv4_forward_live(flash.dsv4, mtp=False, release=(0, 20, 0), **kw)[0] == layer == 252 * MIB
+    oproj = o_padded + qr_kv + 8 * 512 + 8 * 512 * 4 // 128 + 1024 * 2 + 1024 + 1024 * 4 // 128 + row
+    drafter = t * (4 * row + 2 * stream + oproj)
+    assert dsv4_forward_live(flash.dsv4, mtp=True, release=(0, 20, 0), **kw)[0] == drafter
+    # 0.23.0 on (and with no release named): q padded to 64 heads beside the rest
+    padded = dsv4_forward_live(flash.dsv4, mtp=False, release=(0, 23, 0), **kw)[0]
+    assert padded == dsv4_forward_live(flash.dsv4, mtp=False, **kw)[0] > layer
+
+
 def test_the_indexer_logits_share_their_moment_with_the_csa_layer(flash):
     """The indexer's 512 MiB profile-run logits are allocated while its CSA layer holds the forward's tensors: at q's
     pad (2,049 MiB at TP 2, 8,192 tokens) less the unpadded q (256 MiB), plus the indexer's fp8 q (64 heads x 128)

@@ -110,9 +110,16 @@ def test_the_mtp_drafter_adds_its_inputs_and_the_moe_can_lead():
 
 def test_the_rule_covers_the_releases_traced():
     assert rocm_forward_applies((0, 26, 0)) and rocm_forward_applies((0, 25, 0))
-    assert not rocm_forward_applies((0, 27, 0))  # not read
-    assert not rocm_forward_applies((0, 29, 0))  # attention.py and amd/model.py rewritten from 0.28.0
+    # the 0.27.0 and 0.28.0 wheels hold the same moments (dsv4_workspace.py ROCM_FORWARD_SOURCE)
+    assert rocm_forward_applies((0, 27, 0)) and rocm_forward_applies((0, 28, 0))
+    assert not rocm_forward_applies((0, 29, 0))  # the fused mHC path from 0.29.0: not traced
     assert not rocm_forward_applies(None)
+
+
+def test_an_untraced_rocm_forward_is_said_to_be_unpriced():
+    from k3plan.engines.vllm.dsv4_workspace import ROCM_FORWARD_UNPRICED
+
+    assert "0.29.0" in ROCM_FORWARD_UNPRICED and "not traced" in ROCM_FORWARD_UNPRICED
 
 
 def test_aiter_s_moe_needs_vllm_rocm_use_aiter():

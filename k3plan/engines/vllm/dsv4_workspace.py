@@ -253,16 +253,66 @@ FORWARD_SOURCE = (
 )
 
 
+FORWARD_020_SOURCE = (
+    "vllm 0.20.0 wheel (PyPI), the profile run's dummy forward: model_executor/models/deepseek_v4.py "
+    "DeepseekV4DecoderLayer.forward (the residual stream and attn_norm's row), model_executor/layers/"
+    "deepseek_v4_attention.py DeepseekV4Attention.forward (qr_kv and o_padded held to its return; the O projection: "
+    "fused_inv_rope_fp8_quant's o_fp8 [T, heads, head_dim] FP8 and its float32 scales a 128 values, z [T, local "
+    "groups, o_lora_rank] bf16, wo_b's [T, hidden] output beside its FP8 input) and attention_impl (the normed qr / "
+    "kv, q = wq_b(qr) [T, heads, head_dim] unpadded: the profile run returns before 'Pad q to FlashMLA-required head "
+    "count'), model_executor/layers/deepseek_compressor.py forward (its float32 kv_score [T, 2 x coff x head_dim], "
+    "freed as the profile run returns), model_executor/models/deepseek_v4_mtp.py DeepSeekV4MultiTokenPredictorLayer."
+    "forward (the embedding, enorm's row, hnorm's and the summed streams); 0.21.0 / 0.22.0 not read (taken as "
+    "0.23.0's, LAYOUT_023_FROM)"
+)
+FORWARD_PAD_SOURCE = (
+    "the profile run's F.pad of q to the padded heads (models/deepseek_v4/attention.py "
+    "DeepseekV4Attention._fused_qnorm_rope_kv_insert, 'Profile run: kernel doesn't fire; produce a padded tensor') "
+    "read in the 0.23.0, 0.26.0, 0.27.0, 0.30.0 and 0.33.0 wheels (PyPI), with o_padded (0.33.0: _alloc_attn_out, "
+    "bf16 [T, padded heads, head_dim] on FlashMLA), qr_kv, the float32 scores and the normed qr / kv held by "
+    "DeepseekV4Attention.forward; the layer's and the MTP drafter's other tensors as traced in the 0.26.0 wheel"
+)
+
+
 def dsv4_forward_live(
-    d: DSV4Dims, *, tokens: int, hidden_size: int, local_heads: int, q_lora_rank: int, mtp: bool
+    d: DSV4Dims,
+    *,
+    tokens: int,
+    hidden_size: int,
+    local_heads: int,
+    q_lora_rank: int,
+    mtp: bool,
+    release: tuple[int, int, int] | None = None,
+    tp: int = 1,
 ) -> tuple[int, str]:
     """(bytes, how): the largest live set of vLLM's eager DeepSeek-V4 dummy forward at ``tokens`` (``FORWARD_SOURCE``):
     at the pad of q in a layer of each compress ratio present, and in the MTP drafter's layer where one runs. It
-    stands in the profile run for k3plan's analytic one-layer temporaries."""
+    stands in the profile run for k3plan's analytic one-layer temporaries. Before 0.21.0 (``release``;
+    ``FORWARD_020_SOURCE``) the profile run pads no q: a layer holds at its largest the larger of q's moment (q
+    unpadded beside the compressor's float32 scores) and the O projection's (``tp``: the attention TP size, o_groups
+    // tp local groups)."""
     t, h, hd = tokens, hidden_size, d.head_dim
     padded = 64 if local_heads <= 64 else 128
     stream = BF16 * t * d.hc_mult * h  # one mHC residual stream
     row = BF16 * t * h
+    if release is not None and release < LAYOUT_023_FROM:
+        o_padded = BF16 * t * padded * hd
+        qr_kv = BF16 * t * (q_lora_rank + hd)
+        q_moment = o_padded + 2 * qr_kv + BF16 * t * local_heads * hd  # qr_kv, its normed halves, q unpadded
+        z = BF16 * t * max(d.o_groups // max(tp, 1), 1) * d.o_lora_rank
+        o_fp8 = t * local_heads * hd
+        oproj = o_padded + qr_kv + o_fp8 + F32 * o_fp8 // 128 + z + z // 2 + F32 * (z // 2) // 128 + row
+        scores = max(F32 * t * 2 * (2 if r == CSA_RATIO else 1) * hd if r else 0 for r in set(d.compress_ratios))
+        layer = row + stream + max(q_moment + scores, oproj)  # the compressor's float32 kv_score beside q
+        drafter = 4 * row + 2 * stream + max(q_moment, oproj) if mtp else 0
+        live = max(layer, drafter)
+        return live, (
+            f"vLLM's dummy forward at {t:,} tokens holds {live / GiB:.2f} GiB at its largest "
+            f"({'the MTP drafter' if drafter > layer else 'a target layer'}: q unpadded, {local_heads} heads, the "
+            f"{'O projection' if oproj > (q_moment + scores if drafter <= layer else q_moment) else 'query'} moment, "
+            f"the mHC streams of {d.hc_mult}; "
+            f"{FORWARD_020_SOURCE})"
+        )
     attention = (
         BF16 * t * padded * hd  # o_padded
         + 2 * BF16 * t * (q_lora_rank + hd)  # qr_kv and the normed qr, kv
@@ -285,7 +335,7 @@ def dsv4_forward_live(
     return live, (
         f"vLLM's dummy forward at {t:,} tokens holds {live / GiB:.2f} GiB at its largest "
         f"({'the MTP drafter' if drafter > layer else 'a target layer'}: q padded to {padded} of {local_heads} heads, "
-        f"the mHC streams of {d.hc_mult}; {FORWARD_SOURCE})"
+        f"the mHC streams of {d.hc_mult}; {FORWARD_SOURCE}; {FORWARD_PAD_SOURCE})"
     )
 
 
@@ -619,8 +669,27 @@ def dsv41_rocm_profile_workspace(
 
 # DeepSeek-V4's eager dummy forward on vLLM's ROCm model (models/deepseek_v4/amd/: no support_torch_compile, so a
 # tensor lives while a Python name holds it), traced in the 0.26.0 wheel (PyPI; amd/model.py, amd/mtp.py,
-# attention.py and rocm_aiter_mla_sparse.py's inverse RoPE + wo_a path are the same in the 0.25.0 wheel; from 0.28.0
-# attention.py and amd/model.py are rewritten, not traced, so the rule stops before it; 0.27.0 not read). A layer takes
+# attention.py and rocm_aiter_mla_sparse.py's inverse RoPE + wo_a path are the same in the 0.25.0 wheel). The 0.27.0
+# and 0.28.0 wheels hold the same moments: DeepseekV4DecoderLayer._forward_unfused_post_pre and use_fused_mhc,
+# amd/mtp.py DeepSeekV4MultiTokenPredictorLayer.forward, rocm_inv_rope_einsum, _get_cached_wo_a_bf16 and
+# _fused_inverse_rope_gptj are unchanged; attention.py DeepseekV4Attention.forward only renames its helpers
+# (attn_gemm_parallel_execute -> _run_parallel_input_projections, attention_impl -> _prepare_and_attn_fn) and keeps
+# o_padded, qr_kv, the scores and the normed qr / kv bound to _o_proj; its eager scratch pool is built by the CUDA
+# model only (nvidia/model.py DeepseekV4EagerScratchPool); DeepseekV4ROCMAiterMLAAttention._o_proj and
+# _fused_wqa_wkv_gemm (and DeepseekV4MLP.forward) send wo_b / fused_wqa_wkv / the shared expert's gate_up under AITER
+# through _bpre_attn_gemm (group_fp8_quant of the input, then a B-preshuffled FP8 GEMM): the input's FP8 copy and
+# its scales ([T, groups x o_lora_rank] B + 1 / 32 of it at wo_b) beside the output, not priced here (as 0.26.0's FP8
+# linear's own input quantization is not); DeepseekV4MoE.forward runs the gate inside the
+# MoE runner (0.28.0) with the same float32 logits (router_logits_dtype), and VLLM_ROCM_USE_AITER_FUSION_SHARED_EXPERTS
+# (shared expert fused into the routed GEMM, 0.27.0's _fuse_shared_experts_enabled) is off by default (envs.py). From
+# 0.29.0 the layer changes: DeepseekV4DecoderLayer.__init__ takes the fused mHC path where AITER's mHC serves (use_fused_mhc
+# = use_aiter_mhc or HAS_TILELANG_MHC; _forward_fused_post_pre keeps the caller's row and streams beside the layer's new
+# residual streams, and may fold the RMSNorms), attention.py splits qr with a scale (_split_qkv_and_norm), and from 0.30.0
+# _get_cached_wo_a_bf16, from 0.31.0 rocm_inv_rope_einsum change: not traced, so the rule stops before 0.29.0 and
+# there (and with no release named: the newest read) the verdict says it rests on the unpriced forward
+# (``ROCM_FORWARD_UNPRICED``). 0.27.0's worker accounting (utils/mem_utils.py memory_profiling: total_consumed +
+# transient_peak_headroom, torch's peak less what is allocated after the profile) still takes the forward's largest
+# live set above what stays allocated, as 0.26.0's torch peak increase did. A layer takes
 # the unfused mHC path on ROCm (DeepseekV4DecoderLayer.use_fused_mhc is False where AITER's mHC serves a hidden size
 # that is a multiple of 256: model_executor/layers/mhc.py), and its largest moments are:
 # - the output projection (DeepseekV4ROCMAiterMLAAttention._o_proj -> rocm_inv_rope_einsum): the layer's input
@@ -639,7 +708,7 @@ def dsv41_rocm_profile_workspace(
 #   [T, hidden] output _dummy_run holds): the embedding, fused_mtp_input_rmsnorm's enorm [T, hidden] and hnorm
 #   [T, hc_mult, hidden] outputs beside the drafter layer's own moments (amd/mtp.py).
 ROCM_FORWARD_FROM: tuple[int, int, int] = (0, 25, 0)
-ROCM_FORWARD_UNTIL: tuple[int, int, int] = (0, 27, 0)
+ROCM_FORWARD_UNTIL: tuple[int, int, int] = (0, 29, 0)
 ROCM_FORWARD_SOURCE = (
     "vllm 0.26.0 wheel (PyPI), the profile run's eager dummy forward on ROCm (v1/worker/gpu_model_runner.py "
     "_dummy_run, no attention metadata): models/deepseek_v4/amd/model.py DeepseekV4DecoderLayer._forward_unfused_post_pre "
@@ -650,13 +719,21 @@ ROCM_FORWARD_SOURCE = (
     "_expand_2d_block_scales, then bf16), model_executor/layers/fused_moe/runner/moe_runner.py MoERunner._forward_impl "
     "(the gate's float32 logits; shared experts before the routed ones) and modular_kernel.py FusedMoEKernel.apply, "
     "amd/mtp.py DeepSeekV4MultiTokenPredictor(Layer).forward and common/ops/fused_mtp_input_rmsnorm.py; the same "
-    "attention, MTP and inverse-RoPE code in the 0.25.0 wheel"
+    "attention, MTP and inverse-RoPE code in the 0.25.0 wheel; the same moments in the 0.27.0 and 0.28.0 wheels "
+    "(amd/rocm.py _o_proj and _bpre_attn_gemm under AITER: wo_b's input quantized to FP8, not priced)"
+)
+ROCM_FORWARD_UNPRICED = (
+    "DeepSeek-V4's eager dummy forward on ROCm is traced for vLLM 0.25.0-0.28.x only; from 0.29.0 (and with no "
+    "release named: the newest read) it is not traced: the 0.29.0 wheel's models/deepseek_v4/amd/model.py "
+    "DeepseekV4DecoderLayer takes the fused mHC path where AITER's mHC serves (_forward_fused_post_pre) and attention.py "
+    "DeepseekV4Attention.forward splits qr with a scale (before 0.25.0 not read); k3plan's analytic temporaries stand "
+    "for it, so the pool may be too large by the difference"
 )
 
 
 def rocm_forward_applies(release: tuple[int, int, int] | None) -> bool:
-    """Whether ``dsv4_rocm_forward_live`` traces ``release`` (``ROCM_FORWARD_FROM`` to ``ROCM_FORWARD_UNTIL``; no
-    release named: the newest read, outside it)."""
+    """Whether ``dsv4_rocm_forward_live`` traces ``release`` (``ROCM_FORWARD_FROM`` to ``ROCM_FORWARD_UNTIL``, read in
+    the 0.25.0-0.28.0 wheels; no release named: the newest read, outside it, ``ROCM_FORWARD_UNPRICED``)."""
     return release is not None and ROCM_FORWARD_FROM <= release < ROCM_FORWARD_UNTIL
 
 

@@ -42,6 +42,7 @@ from k3plan.engines.vllm.dsv4_pages import (
     with_mtp_layers,
 )
 from k3plan.engines.vllm.dsv4_workspace import (
+    ROCM_FORWARD_UNPRICED,
     dspark_runner_buffers,
     dsv4_forward_live,
     dsv4_indexer_live,
@@ -841,6 +842,7 @@ def engine_sizing(
     compiled_step: tuple[int, str] | None = None  # a TPU engine's compiled step's temporaries (HbmWorker)
     held_workspace = 0  # the MoE workspace in the profile peak (moe_workspace.py)
     sampler_alone = 0  # the sampler warm-up's live tensors alone (GPU vLLM)
+    forward_unpriced = ""  # a V4 dummy forward k3plan did not trace (engines/vllm/dsv4_workspace.py)
     if kv_pool_method == "utilization_minus_resident":
         from k3plan.engines.registry import hbm_worker_for
 
@@ -938,7 +940,7 @@ def engine_sizing(
                 else:
                     how = f"{how}; the MoE's {held_workspace / GiB:.2f} GiB views of the same buffer fit in it: {moe_workspace[1]}"
             forward, forward_how = temp_bytes, act.source
-            # V4's dummy forward as vLLM 0.26 runs it on CUDA (FlashMLA's padded heads)
+            # V4's dummy forward as vLLM runs it on CUDA (FlashMLA's padded heads from 0.23.0; 0.20.x pads no q)
             if dsv4.csa2 is None and hidden_size and attention_heads and not rocm_v4:
                 forward, forward_how = dsv4_forward_live(
                     dsv4,
@@ -947,6 +949,8 @@ def engine_sizing(
                     local_heads=attention_heads,
                     q_lora_rank=q_lora_rank,
                     mtp=draft is not None and bool(draft.dsv4_mtp_ratios),
+                    release=release,
+                    tp=tp_attention or 1,
                 )
                 if logits:  # the indexer allocates its logits while its CSA layer's tensors are live
                     at_logits, at_how = dsv4_indexer_live(
@@ -973,6 +977,8 @@ def engine_sizing(
                     moe_bytes=rocm_moe[0],
                 )
                 forward_how += f"; {rocm_moe[1]}"
+            elif rocm_v4 and not rocm_forward_applies(release):
+                forward_unpriced = ROCM_FORWARD_UNPRICED
             peak = max(forward, sampler)
             peak_label = f"max(the forward's and sampler's peak {peak:,} B, the logits)"
             peak_how = f"{peak_label}: " + (sampler_how if sampler > forward else forward_how)
@@ -1057,6 +1063,8 @@ def engine_sizing(
             non_torch = Figure(non_torch.value + all2all[0], f"{all2all[1]}; + {non_torch.source}")
         worker = VLLM_GPU_WORKER
         unpriced = VLLM_UNPRICED
+        if forward_unpriced:
+            unpriced += f"; {forward_unpriced}"
         if all2all is not None and all2all[0]:  # the part of it k3plan prices (engines/vllm/all2all_buffers.py)
             unpriced += f", beyond the all2all backend's buffers it prices ({all2all[0] / GiB:.2f} GiB)"
     utilization = round(1 - reserve_fraction, 12)
