@@ -8,7 +8,9 @@ tpu_platform.py TpuPlatform.additional_env_vars, kowalski-4831/vllm-torchtpu@009
 
 What is priced: the split an MLA model gets under sharding_strategy's enable_dp_attention (with its
 tensor_parallelism and expert_parallelism: from_vllm_config's attn_dp x attn_dp_expert mesh, read where it spans every
-device), vLLM's model code under tpu-inference (MODEL_IMPL_TYPE=vllm: stack option model_impl=vllm), the JAX model
+device), and for the JAX Kimi model the K3 bring-up branches' run without it (TPU_INFERENCE_UNSAFE_MLA_WITHOUT_DP_
+ATTENTION=1, enable_dp_attention false: 'model' x 'expert' over every device, stack option
+unsafe_mla_without_dp_attention=1), --num-gpu-blocks-override, vLLM's model code under tpu-inference (MODEL_IMPL_TYPE=vllm: stack option model_impl=vllm), the JAX model
 the stack itself is read from (MODEL_IMPL_TYPE flax_nnx or auto on the checkpoints kimi_k3.py serves, Kimi-Linear and
 K3), the JAX DeepSeek-V3 model (flax_nnx or auto on DeepSeek-V3 / R1 at tensor_parallelism 1 x expert_parallelism =
 the devices, where it holds vLLM's model code's tensors: JAX_DEEPSEEK_SOURCE), the experts' fp4 requantization at load
