@@ -1193,7 +1193,7 @@ def parse_serve(
         attention_backend=r.attention_backend,
         moe_backend=r.moe_backend,
         moe_runner=r.moe_runner,
-        language_model_only=lm_only,
+        language_model_only=lm_only or r.text_only,
         mm_zero_limits=mm_zero,
         max_running_requests=flag_int("--max-running-requests", r.running) if r.running is not None else None,
         batch_source=r.batch_source,

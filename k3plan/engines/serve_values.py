@@ -177,6 +177,9 @@ class Reading:
     engram_host_copies: str | None = None  # vLLM's dp_shared_memory: "node" (None: the engine's default)
     engram_flag: bool = False  # --engram-config given (an engine refuses it for a model without Engram)
     blocks_override: int | None = None
+    # the model class the reader found builds no vision tower whatever the flags say (tpu-inference's JAX Kimi model
+    # drops the checkpoint's vision tensors): the question is read as --language-model-only
+    text_only: bool = False
     kv_cache_memory_bytes: int | None = None  # vLLM's --kv-cache-memory-bytes: the pool as given
     hybrid_kv_off: bool = False  # vLLM's --disable-hybrid-kv-cache-manager, where it changes the pool's layout
     block: int | None = None

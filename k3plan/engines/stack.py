@@ -949,6 +949,8 @@ class Stack(Spec):
             state["cap"] = effect.state_cap
         if state:
             update["state"] = self.state.with_(**state)
+        if effect.state_shard_by_heads is not None:
+            update["state"] = updated(update.get("state", self.state), shard_by_heads=effect.state_shard_by_heads)
         if effect.kv_dtype is not None:
             update["kv_cache"] = updated(self.kv_cache, dtype=effect.kv_dtype)
         if effect.kv_layout is not None:
@@ -956,8 +958,10 @@ class Stack(Spec):
             update["kv_cache"] = updated(kv, layout=effect.kv_layout)
         if effect.platforms is not None:
             update["platforms"] = effect.platforms
+        if effect.splits is not None:
+            update["splits"] = effect.splits
         if effect.tp_max is not None:
-            splits = self.splits or Splits(holds=effect.description or f"option {name}")
+            splits = update.get("splits") or self.splits or Splits(holds=effect.description or f"option {name}")
             update["splits"] = updated(splits, tp_max=effect.tp_max, tp_max_source=effect.tp_max_source)
         if effect.compute_formats is not None:
             # the choice's rules replace the stack's for those formats (each choice of an option sets the same ones)

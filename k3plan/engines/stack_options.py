@@ -23,6 +23,7 @@ from k3plan.engines.stack_sections import (
     Pos,
     Source,
     Sources,
+    Splits,
     Text,
 )
 from k3plan.specfile import Spec
@@ -177,6 +178,12 @@ class Effect(Spec):
     # more environment the launch writes at this choice, a variable the priced format needs beside the option's own
     # (tpu-inference's fp4 requantization: MOE_REQUANTIZE_BLOCK_SIZE=512 with MOE_REQUANTIZE_WEIGHT_DTYPE=fp4)
     launch_env: Optional[dict[str, str]] = None
+    # the KDA state split by heads over TP at this choice (State.shard_by_heads; None: the stack's): tpu-inference's
+    # K3 without DP attention splits it over ATTN_HEAD, under DP attention by sequences only
+    state_shard_by_heads: Optional[bool] = None
+    # the (tp, dp) splits the engine runs at this choice, replacing the stack's (tpu-inference without DP attention
+    # runs attention TP over every device with one DP group, which its DP-attention rule refuses)
+    splits: Optional[Splits] = None
     # the largest attention TP the choice is priced at (Splits.tp_max, set over the stack's splits) and its source
     tp_max: Optional[Pos] = None
     tp_max_source: Optional[Source] = None

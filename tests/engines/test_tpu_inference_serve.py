@@ -203,7 +203,7 @@ REFUSED = {
     ),
     "no DP attention on the K3 bring-up branches": (
         "TPU_INFERENCE_UNSAFE_MLA_WITHOUT_DP_ATTENTION=1 " + DAILY.replace("true}", "false}"),
-        "a layout k3plan has not priced",
+        "the layout without DP attention was read for tpu-inference's JAX Kimi model",
     ),
     "the K3 branches' downgrade still needs NEW_MODEL_DESIGN": (
         "TPU_INFERENCE_UNSAFE_MLA_WITHOUT_DP_ATTENTION=1 "
@@ -662,12 +662,62 @@ def test_skip_jax_precompile_compiles_no_step_at_start(cli):
         "NEW_MODEL_DESIGN=1 MODEL_IMPL_TYPE=vllm vllm serve moonshotai/Kimi-K2.6 --kv-cache-dtype fp8 "
         "--max-model-len 8192 --tensor-parallel-size 8 --block-size 256 --gpu-memory-utilization 0.978 "
         "--max-num-batched-tokens 4096 --max-num-seqs 64 "
-        "--additional-config '{\"sharding\": {\"sharding_strategy\": {\"enable_dp_attention\": true}}}'"
+        '--additional-config \'{"sharding": {"sharding_strategy": {"enable_dp_attention": true}}}\''
     )
     compiled = _fit(cli, cmd)["engine"]
     skipped = _fit(cli, "SKIP_JAX_PRECOMPILE=1 " + cmd)["engine"]
     assert compiled["starts"] is False and "compiling the step" in compiled["message"]
     assert skipped["starts"] is True and "skip_jax_precompile=1" in skipped["serve"]["stack"]
-    assert (skipped["weights_bytes"], skipped["kv_pool_bytes"]) == (compiled["weights_bytes"], compiled["kv_pool_bytes"])
+    assert (skipped["weights_bytes"], skipped["kv_pool_bytes"]) == (
+        compiled["weights_bytes"],
+        compiled["kv_pool_bytes"],
+    )
     assert any(c.startswith("SKIP_JAX_PRECOMPILE=1: no step is compiled at start") for c in skipped["serve"]["caveats"])
     assert "SKIP_JAX_PRECOMPILE=1" not in skipped["serve"]["ignored"]
+
+
+# the K3 bring-up's attempt-10 command (tpu-inference@5d50c950 .buildkite/pipeline_dev.yml; the logged case
+# tpu-inference-kimi-k3-v7x32-nodp-blocks512-warmup-oom), with DP attention off on the branches' escape hatch
+K3_NO_DP = (
+    "MODEL_IMPL_TYPE=flax_nnx NEW_MODEL_DESIGN=1 TPU_INFERENCE_UNSAFE_MLA_WITHOUT_DP_ATTENTION=1 vllm serve "
+    "moonshotai/Kimi-K3 --tensor-parallel-size 32 --trust-remote-code --max-model-len 2048 --max-num-seqs 8 "
+    "--max-num-batched-tokens 512 --num-gpu-blocks-override 512 --gpu-memory-utilization 0.8 --additional-config "
+    '\'{"sharding":{"sharding_strategy":{"enable_dp_attention":false,"tensor_parallelism":8,"expert_parallelism":4}}}\''
+)
+# K3 (config.json): 92 MoE layers of 896 experts (gate, up 3,584 -> 3,072 and down), MXFP4 codes with fp32 scales as
+# kimi_k3.py holds them (stack.yaml runtime_formats_source); 69 KDA layers of 96 heads of 128
+K3_EXPERT_PARAMS = 92 * 896 * 3 * 3584 * 3072
+K3_EXPERT_BYTES = K3_EXPERT_PARAMS // 2 + K3_EXPERT_PARAMS // 32 * 4
+K3_STATE_LAYER = 96 * 128 * 128 * 4 + 3 * (4 - 1) * 96 * 128 * 2  # recurrent f32 + q/k/v conv windows bf16
+
+
+def test_k3_without_dp_attention_is_attention_tp_over_every_device(cli):
+    """TPU_INFERENCE_UNSAFE_MLA_WITHOUT_DP_ATTENTION=1 (the K3 bring-up branches) with enable_dp_attention false:
+    from_vllm_config's mesh is 'model' 8 x 'expert' 4, ATTN_HEAD over every device: k3plan's tp 32 x dp 1, the
+    experts over all 32, the KDA state split by heads (96 / 32 = 3 a device), the MLA cache whole on every device,
+    no vision tower (kimi_k3.py drops it). Its weights are the engine's build-755 figure, 62.57 GiB a device."""
+    q = parse_serve(K3_NO_DP, platform="tpu")
+    assert (q.stack, q.tp, q.dp, q.ep) == ("tpu-inference", 32, 1, 32)
+    assert dict(q.stack_options)["unsafe_mla_without_dp_attention"] == "1"
+    assert q.language_model_only and q.num_gpu_blocks_override == 512
+    r = cli("fit", "-H", "tpu-v7x", "-t", "2x2x4", "--serve", K3_NO_DP, "--json")
+    d = json.loads(r.stdout)
+    assert d["weights_by_role"]["expert"] == K3_EXPERT_BYTES // 32
+    assert d["cache_layout"]["state_bytes_per_layer"] == K3_STATE_LAYER // 32 == 203_520
+    assert d["cache_layout"]["kv_bytes_per_token_layer"] == (512 + 128) * 2  # whole: BATCH is 1 x 1 x 1
+    assert abs(d["engine"]["weights_bytes"] / 2**30 - 62.57) / 62.57 < 0.001
+    assert d["engine"]["num_blocks"] == 512
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "text"),
+    [
+        ('"tensor_parallelism":8', '"tensor_parallelism":4', "'model' 4 x 'expert' 4 = 16 devices"),
+        ("moonshotai/Kimi-K3", "deepseek-ai/DeepSeek-R1", "read for tpu-inference's JAX Kimi model"),
+    ],
+)
+def test_k3_without_dp_attention_refusals(cli, old, new, text):
+    """A mesh short of the --tensor-parallel-size devices, and another model than the JAX Kimi one, are refused."""
+    r = cli("fit", "-H", "tpu-v7x", "-t", "2x2x4", "--serve", K3_NO_DP.replace(old, new))
+    assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1, r.output
+    assert text in r.output, r.output

@@ -16,7 +16,10 @@ from k3plan.errors import K3PlanError
 # 92 MoE layers; 24 MLA layers (kv_lora 512, rope 64), 69 KDA layers (96 heads of 128, conv kernel 4)
 HIDDEN, VOCAB = 7168, 163_840
 EXPERT_PARAMS = 92 * 896 * 3 * 3584 * 3072  # gate, up (3,584 -> 3,072) and down
-EXPERT_BYTES = EXPERT_PARAMS // 2 + EXPERT_PARAMS // 32  # MXFP4: 4 bits a value, one E8M0 byte a block of 32
+# MXFP4 as kimi_k3.py holds it: the fp4 codes (4 bits a value) with each 32-block's E8M0 scale widened to an fp32
+# (CompressedTensorsMxfp4MoEMethod.process_weights_after_loading: u8_unpack_e2m1, e8m0_to_fp32; vllm-project/
+# tpu-inference@811f8e20 and e65bd14c tpu_inference/layers/jax/quantization/mxfp4.py)
+EXPERT_BYTES = EXPERT_PARAMS // 2 + EXPERT_PARAMS // 32 * 4
 KV_TOKEN = 24 * (512 + 128) * 2  # the rope part padded to 128 lanes, bf16: 30,720 B
 STATE_LAYER = 96 * 128 * 128 * 4 + 3 * (4 - 1) * 96 * 128 * 2  # recurrent f32 + q/k/v conv windows bf16
 
@@ -29,8 +32,8 @@ def test_weights_kv_and_state_a_device_at_tp1_on_2x2x4(cli):
     d = _fit(cli, "--stack", "tpu-inference")  # the stack's default split: tp 1, dp 32, experts over all
     assert d["parallel"] == {"tp": 1, "ep": 32, "dp": 32}
     roles, per = d["weights_by_role"], d["per_device"]
-    # experts over every device (attn_dp_expert = 32): 1,446,456,066,048 B / 32
-    assert EXPERT_BYTES == 1_446_456_066_048 and roles["expert"] == EXPERT_BYTES // 32 == 45_201_752_064
+    # experts over every device (attn_dp_expert = 32): 1,701,713,018,880 B / 32
+    assert EXPERT_BYTES == 1_701_713_018_880 and roles["expert"] == EXPERT_BYTES // 32 == 53_178_531_840
     # the vocabulary over MLP_TENSOR, every device: 163,840 x 7,168 x 2 B / 32, embedding and LM head alike
     assert roles["embed"] == roles["lm_head"] == VOCAB * HIDDEN * 2 // 32 == 73_400_320
     # attention whole on every device (ATTN_HEAD is the 'model' axis, 1; KDA replicated at any tp)

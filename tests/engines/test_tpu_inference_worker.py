@@ -138,6 +138,20 @@ def test_the_jax_kimi_step_holds_a_moe_output_buffer_a_layer_against_the_1_minus
     )
 
 
+def test_the_jax_kimi_step_without_dp_attention_holds_the_same_buffers_at_one_dp_rank():
+    """K3 without DP attention (stack option unsafe_mla_without_dp_attention=1, the bring-up branches @e65bd14c):
+    the expert axis is expert_parallelism, so _select_moe_backend takes MEGABLX_GMM at one DP rank too, and each of
+    the 92 MoE layers holds its [512 x top-16, 3,584] bf16 output buffer (a lower bound: 5.03 GiB, where the
+    bring-up's attempt 10 died in warmup about 15.8 GiB over its weights and its 21.70 GiB of pinned KV and KDA
+    arrays). At one DP rank under DP attention (the expert axis 1: DENSE_MAT) nothing is priced."""
+    from k3plan.engines.tpu_inference.memory import step_temporaries
+
+    kw = dict(architecture="kimi_k3", n_moe=92, top_k=16, expert_in=3584, tokens=512, dp=1)
+    got = step_temporaries(options={"unsafe_mla_without_dp_attention": "1"}, **kw)  # type: ignore[arg-type]
+    assert got is not None and got[0] == 92 * 512 * 16 * 3584 * 2 == 5_402_263_552 and "MEGABLX_GMM" in got[1]
+    assert step_temporaries(options={}, **kw) is None  # type: ignore[arg-type]
+
+
 def test_the_vllm_deepseek_v3_step_is_the_compiled_step_and_its_moe_layers_code_from_the_records():
     """vLLM's DeepSeek-V3-family model code under tpu-inference@e0e04e95 with attention DP: the constants are the
     compile records' (reports/compile/tpu-inference-kimi-k2.6-step/records.json: benchmarks/

@@ -6,7 +6,7 @@ back to vLLM's uniform pages when they leave no attention block. Each rule is re
 from __future__ import annotations
 
 from k3plan.engines.engine import HbmWorker
-from k3plan.engines.tpu_inference.serve import JAX_KIMI_ARCHS, VLLM_CODE
+from k3plan.engines.tpu_inference.serve import JAX_KIMI_ARCHS, NO_DP_OPTION, VLLM_CODE
 
 COMMIT = "811f8e20"
 WORKER_SOURCE = (
@@ -47,6 +47,16 @@ STEP_SOURCE = (
     "temporaries not counted"
 )
 
+# without DP attention (stack option unsafe_mla_without_dp_attention=1) the same buffers at one DP rank: the routed
+# experts' expert axis ATTN_DATA_EXPERT = (attn_dp_expert, expert) is sharding_strategy's expert_parallelism, so
+# _select_moe_backend takes MEGABLX_GMM whenever it is above 1, and the tokens are the whole bucket on every device
+# (MLP_DATA = 'data', 1); layers/jax/moe/ is the same at e65bd14c as at 811f8e20 (git diff: no change)
+NO_DP_STEP_SOURCE = (
+    "vllm-project/tpu-inference@e65bd14c models/jax/kimi_k3.py KimiLinearForCausalLM._select_moe_backend "
+    "(num_expert_parallelism > 1 -> MEGABLX_GMM; ATTN_DATA_EXPERT = expert_parallelism without DP attention, "
+    "layers/common/sharding.py) and layers/jax/moe/sparse_moe.py sparse_moe_distributed_fwd, unchanged since 811f8e20; "
+    "the bucket max_num_batched_tokens x 1 DP rank; not compiled at this mesh"
+)
 
 # the compiled step of vLLM's DeepSeek-V3-family model code under attention DP (issue: Kimi-K2.6's 0.977 mlperf start,
 # tpu-inference-kimi-k2.6-v7x8-mlperf-0977-oom): read at e0e04e95 and compiled deviceless for tpu7x:2x2x1 under jax
@@ -136,13 +146,14 @@ def step_temporaries(
             expert_parallel=expert_parallel,
         )
     jax_kimi = architecture in JAX_KIMI_ARCHS | JAX_KIMI_MODEL_TYPES
-    if not jax_kimi or n_moe == 0 or dp <= 1:
+    no_dp = options.get(NO_DP_OPTION) == "1"  # the expert axis split over 'expert' (NO_DP_STEP_SOURCE)
+    if not jax_kimi or n_moe == 0 or (dp <= 1 and not no_dp):
         return None
     rows = tokens * dp * top_k
     size = n_moe * rows * expert_in * 2
     return size, (
         f"{n_moe} MoE layers x {rows:,} routed rows (max_num_batched_tokens {tokens:,} x DP {dp} x top-{top_k}) x "
-        f"{expert_in:,} x 2 B = {size:,} B: {STEP_SOURCE}"
+        f"{expert_in:,} x 2 B = {size:,} B: {STEP_SOURCE}" + (f"; {NO_DP_STEP_SOURCE}" if no_dp else "")
     )
 
 

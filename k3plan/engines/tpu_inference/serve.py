@@ -8,7 +8,9 @@ tpu_platform.py TpuPlatform.additional_env_vars, kowalski-4831/vllm-torchtpu@009
 
 What is priced: the split an MLA model gets under sharding_strategy's enable_dp_attention (with its
 tensor_parallelism and expert_parallelism: from_vllm_config's attn_dp x attn_dp_expert mesh, read where it spans every
-device), vLLM's model code under tpu-inference (MODEL_IMPL_TYPE=vllm: stack option model_impl=vllm), the JAX model
+device), and for the JAX Kimi model the K3 bring-up branches' run without it (TPU_INFERENCE_UNSAFE_MLA_WITHOUT_DP_
+ATTENTION=1, enable_dp_attention false: 'model' x 'expert' over every device, stack option
+unsafe_mla_without_dp_attention=1), --num-gpu-blocks-override, vLLM's model code under tpu-inference (MODEL_IMPL_TYPE=vllm: stack option model_impl=vllm), the JAX model
 the stack itself is read from (MODEL_IMPL_TYPE flax_nnx or auto on the checkpoints kimi_k3.py serves, Kimi-Linear and
 K3), the JAX DeepSeek-V3 model (flax_nnx or auto on DeepSeek-V3 / R1 at tensor_parallelism 1 x expert_parallelism =
 the devices, where it holds vLLM's model code's tensors: JAX_DEEPSEEK_SOURCE), the experts' fp4 requantization at load
@@ -137,10 +139,34 @@ UNSAFE_SOURCE = (
 NO_DP_LAYOUT = (
     "the MLA cache over ShardingAxisName.BATCH = (data, attn_dp, attn_dp_expert), 1 x 1 x 1, so every block whole on "
     "every device (runner/kv_cache.py create_kv_caches), the MLA projections, the KDA projections and state, the "
-    "shared experts and the dense MLP split by heads / width over ATTN_HEAD = (model, expert, dcp), the routed "
-    "experts P(ATTN_DATA_EXPERT, None, MODEL) over 'expert' x 'model' (models/jax/kimi_k3.py, layers/common/"
-    "kda_attention.py @e65bd14c); the stack's rules (811f8e20) keep the KDA weights whole and its state split by "
-    "sequences only; k3plan prices DP attention (enable_dp_attention true)"
+    "shared experts and the dense MLP split by heads / width over ATTN_HEAD = (model, expert, dcp), every device "
+    "(k3plan's tp; dp 1), the routed experts P(ATTN_DATA_EXPERT, None, MODEL) over 'expert' x 'model', every device "
+    "(models/jax/kimi_k3.py, layers/common/kda_attention.py @e65bd14c): stack option "
+    "unsafe_mla_without_dp_attention=1"
+)
+# --num-gpu-blocks-override: vLLM's pinned block count (vllm/v1/core/kv_cache_utils.py may_override_num_blocks, after
+# the memory checks: engines/vllm/memory.py VLLM_OVERRIDE); tpu-inference's compact KDA-state sizing returns at once
+# when it is set ("Skipped if the user pinned num_gpu_blocks_override"), so every layer group gets the pinned
+# number of vLLM's uniform pages
+BLOCKS_OVERRIDE_SOURCE = (
+    "vllm-project/tpu-inference@e65bd14c tpu_inference/runner/kv_cache_manager.py "
+    "KVCacheManager._maybe_set_compact_mamba_num_blocks_override (if cache_config.num_gpu_blocks_override is not None: "
+    "return): vLLM's uniform pages, the pinned count (vllm/v1/core/kv_cache_utils.py may_override_num_blocks)"
+)
+# tpu-inference's JAX Kimi model serves the text stack only: adapt_wrapper_checkpoint drops every checkpoint tensor under
+# VISION_SKIP_PREFIXES (vision_tower, multi_modal_projector, mm_projector, with or without 'model.') and builds no
+# tower, whatever vLLM's --language-model-only says
+KIMI_TEXT_ONLY_SOURCE = (
+    "vllm-project/tpu-inference@811f8e20 (and e65bd14c) tpu_inference/models/jax/kimi_k3.py adapt_wrapper_checkpoint "
+    "(VISION_SKIP_PREFIXES: '[kimi] skipped N vision/projector checkpoint tensors ...; this build serves the text "
+    "stack only')"
+)
+# the stack option that lays K3 out without DP attention (stack.yaml options unsafe_mla_without_dp_attention)
+NO_DP_OPTION = "unsafe_mla_without_dp_attention"
+NO_DP_MESH_SOURCE = (
+    "vllm-project/tpu-inference@e65bd14c tpu_inference/layers/common/sharding.py ShardingConfigManager."
+    "from_vllm_config (enable_dp_attention false: attn_dp = attn_dp_expert = 1, 'model' = tensor_parallelism, "
+    "'expert' = expert_parallelism)"
 )
 
 # the environment tpu-inference's command sets (tpu_inference/envs.py, vLLM's envs)
@@ -380,11 +406,7 @@ def _additional(r: Reading) -> int:
         return _expert_axis(r, strategy)
     if env_on(r.env.get(NEW_MODEL_DESIGN, "0")) and r.env.get(UNSAFE_NO_DP_ATTENTION) == "1":
         # the K3 bring-up branches' escape hatch: the check warns and the engine runs without DP attention
-        raise K3PlanError(
-            f"--serve: {UNSAFE_NO_DP_ATTENTION}=1: the engine runs this MLA model without DP attention (the "
-            f"cuiq-k3-attempt* branches' TpuPlatform.check_and_update_config warns instead of raising: {UNSAFE_SOURCE}), "
-            f"a layout k3plan has not priced: {NO_DP_LAYOUT}"
-        )
+        return _no_dp_mesh(r, strategy)
     # the engine's own refusal, before any weight loads (every model k3plan bundles is MLA)
     raise K3PlanError(
         "--serve: tpu-inference refuses an MLA model without NEW_MODEL_DESIGN=1 and sharding_strategy "
@@ -393,6 +415,28 @@ def _additional(r: Reading) -> int:
         "TpuPlatform.check_and_update_config)"
     )
     return _expert_axis(r, strategy)
+
+
+def _no_dp_mesh(r: Reading, strategy: dict[str, object]) -> int:
+    """The mesh from_vllm_config builds without DP attention (NO_DP_MESH_SOURCE): 'model' = tensor_parallelism x
+    'expert' = expert_parallelism, attn_dp = attn_dp_expert = 1; it must hold the --tensor-parallel-size devices.
+    Sets the stack option that lays K3 out on it (NO_DP_LAYOUT) and returns the expert axis."""
+    model = _count(STRATEGY_TP, strategy[STRATEGY_TP]) if STRATEGY_TP in strategy else r.tp
+    expert = _count(STRATEGY_EP, strategy.get(STRATEGY_EP, 1))
+    if model * expert != r.tp:
+        raise K3PlanError(
+            f"--serve: {UNSAFE_NO_DP_ATTENTION}=1 with {ADDITIONAL} sharding_strategy {STRATEGY_TP} {model} x "
+            f"{STRATEGY_EP} {expert}: tpu-inference's mesh without DP attention is 'model' {model} x 'expert' "
+            f"{expert} = {model * expert} devices, not the {r.tp} of --tensor-parallel-size ({NO_DP_MESH_SOURCE}); "
+            "k3plan reads a mesh over every device"
+        )
+    r.options[NO_DP_OPTION] = "1"
+    r.env_read.add(UNSAFE_NO_DP_ATTENTION)
+    r.caveats.append(
+        f"{UNSAFE_NO_DP_ATTENTION}=1: tpu-inference runs this MLA model without DP attention ({UNSAFE_SOURCE}: the "
+        f"check warns), on 'model' {model} x 'expert' {expert}: {NO_DP_LAYOUT}"
+    )
+    return expert
 
 
 def _count(key: str, value: object) -> int:
@@ -440,6 +484,11 @@ def _jax_kimi(r: Reading, impl: str, expert_ways: int) -> None:
             "requantization of the experts was not read; k3plan prices the JAX Kimi model's experts in their "
             "checkpoint format"
         )
+    r.text_only = True  # KIMI_TEXT_ONLY_SOURCE
+    r.caveats.append(f"the vision tower not loaded: {KIMI_TEXT_ONLY_SOURCE}")
+    if r.options.get(NO_DP_OPTION) == "1":
+        r.env_read.add(MODEL_IMPL)  # the experts over 'expert' x 'model', every device (NO_DP_LAYOUT)
+        return
     if expert_ways == 1:
         # the engine's own refusal, raised in KimiLinearForCausalLM.__init__ before any weight loads
         raise K3PlanError(
@@ -567,6 +616,12 @@ def _env(r: Reading, expert_ways: int) -> None:
             f"priced as {MODEL_IMPL}=vllm"
         )
         impl = VLLM_CODE
+    if r.options.get(NO_DP_OPTION) == "1" and not (impl in JAX_IMPLS and arch in JAX_KIMI_ARCHS):
+        raise K3PlanError(
+            f"--serve: {UNSAFE_NO_DP_ATTENTION}=1 on {r.model} ({MODEL_IMPL}={impl}): the layout without DP attention "
+            "was read for tpu-inference's JAX Kimi model (kimi_k3.py @e65bd14c) only; k3plan prices this checkpoint "
+            "under DP attention (sharding_strategy enable_dp_attention true)"
+        )
     if impl in JAX_IMPLS and arch in JAX_KIMI_ARCHS:
         _jax_kimi(r, impl, expert_ways)
     elif impl in JAX_IMPLS and arch == JAX_DEEPSEEK_ARCH:
@@ -802,6 +857,9 @@ def read(r: Reading) -> None:
     expert_ways = _additional(r)
     devices = r.tp
     r.tp, r.dp, r.ep = 1, devices, devices  # attention tp 1 x dp N, the experts over all N (SPLIT_SOURCE)
+    if r.options.get(NO_DP_OPTION) == "1":
+        # without DP attention ATTN_HEAD = (model, expert, dcp) spans every device, one DP group (NO_DP_LAYOUT)
+        r.tp, r.dp = devices, 1
     # the experts' bytes are over every device either way (SPLIT_SOURCE); the flag picks the MoE backend the step
     # compiles (memory.py GMM_TP_STEP_SOURCE: GMM_EP with it, GMM_TP without)
     ep_flag = get("--enable-expert-parallel", None)
@@ -817,6 +875,12 @@ def read(r: Reading) -> None:
     else:
         r.chunk = _tokens("--max-num-batched-tokens", str(chunk))
     refuse_unpriced(get, UNPRICED, "tpu-inference")
+    override = get("--num-gpu-blocks-override", None)
+    if override is not None:
+        # vLLM's may_override_num_blocks pins the pool's block count after the memory checks, and tpu-inference's
+        # compact KDA-state sizing steps aside for it, leaving vLLM's uniform pages (BLOCKS_OVERRIDE_SOURCE)
+        r.blocks_override = flag_int("--num-gpu-blocks-override", str(override))
+        r.caveats.append(f"--num-gpu-blocks-override {r.blocks_override:,}: {BLOCKS_OVERRIDE_SOURCE}")
     _hf_overrides(r)
     _hf_config(r, get("--hf-config-path", None))
     # per DP rank: tpu_runner.py TPUModelRunner._init_inputs (max_num_reqs = dp_size x max_num_seqs; the DP
