@@ -77,7 +77,8 @@ Not priced (0, said): other expert formats, a command that picks the kernel (--m
 VLLM_MOE_USE_DEEP_GEMM set; VLLM_USE_FLASHINFER_MOE_FP8 set before 0.24.0, where the oracle stopped reading it), an
 all2all backend other than the default under DP (its buffers and chunking are another module's), EP with TP > 1 and
 DP > 1 (sequence-parallel MoE, ParallelConfig.use_sequence_parallel_moe: not read), AITER, releases before 0.14.0
-and GPUs other than SM90 (H100 / H200 / H20) and ROCm.
+and GPUs other than SM90 (H100 / H200 / H20) and ROCm (INT4 W4A16 experts: SM90 and the SM100 family, from
+0.23.0).
 
 The 0.26.0, 0.28.0, 0.33.0 and 0.34.0 wheels keep the same selection (``_get_priority_backends``), TritonExperts' and
 FlashInferExperts' shapes and the workspace manager (``_allocate_buffers``), and Model Runner V2's profile_run (the
