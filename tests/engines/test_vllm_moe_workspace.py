@@ -256,3 +256,79 @@ def test_v4_shares_one_workspace_buffer_with_the_moe(cli):
     long, long_unpriced = _v4_engine(cli, 1_048_576), _v4_engine(cli, 1_048_576, "marlin")
     assert "views of the same buffer fit in it" in long["sources"]["activation"]
     assert long["activation_bytes"] == long_unpriced["activation_bytes"]
+
+
+# moonshotai/Kimi-K2.6's config.json (text_config): hidden_size, moe_intermediate_size, num_experts_per_tok
+K26_HIDDEN, K26_INTERMEDIATE, K26_TOP_K = 7168, 2048, 8
+
+
+def _int4(release, *, hardware="nvidia-h200", vendor="nvidia", tp=8, dp=1, ep=False, tokens=8192, env=None, **kw):
+    return profile_moe_workspace(
+        release=release,
+        vendor=vendor,
+        hardware=hardware,
+        expert_formats=("int4_g32",),
+        expert_parallel=ep,
+        tp=tp,
+        top_k=K26_TOP_K,
+        hidden=K26_HIDDEN,
+        intermediate=K26_INTERMEDIATE,
+        tokens=tokens,
+        env=env or {},
+        dp=dp,
+        moe_backend=kw.get("moe_backend", ""),
+    )
+
+
+def test_int4_w4a16_experts_take_marlin_experts_from_0_23():
+    """Kimi-K2.x's INT4 experts: a modular kernel from 0.23.0 (make_wna16_moe_kernel), MARLIN the oracle's first
+    supported backend on CUDA with VLLM_USE_FLASHINFER_MOE_INT4 off (0.23.0-0.31.0 wheels): MarlinExperts at TP 8,
+    N = 2,048 / 8 = 256 < K, 2 x 8,192 x 8 x 7,168 x 2 B = 1.75 GiB; on the SM100 family through 0.34.0 (Humming is
+    preferred on compute capability 9.0 only). To 0.22.x the method's own fused_marlin_moe call frees its caches
+    (engines/vllm/marlin_moe.py)."""
+    marlin = 2 * 8192 * K26_TOP_K * K26_HIDDEN * 2
+    assert _int4((0, 22, 0))[0] == 0
+    for release in ((0, 23, 0), (0, 26, 0), (0, 30, 0), (0, 31, 0)):
+        nbytes, how = _int4(release)
+        assert nbytes == marlin and "MarlinExperts" in how
+        assert _int4(release, ep=True)[0] == marlin  # N the whole 2,048, still below K
+    assert _int4((0, 23, 0), hardware="nvidia-b200")[0] == _int4((0, 33, 0), hardware="nvidia-b300")[0] == marlin
+    # DP 8 with EP (nanoserve's command): the gathered 65,536 rows
+    assert _int4((0, 26, 0), tp=1, dp=8, ep=True)[0] == 8 * marlin
+
+
+def test_int4_w4a16_experts_take_humming_on_hopper_from_0_32():
+    """prioritize_humming (0.32.0-0.34.0 wheels): HUMMING ahead of MARLIN on SM90; HummingIndexedExperts without EP,
+    workspace1 max(M x K, M x top_k x N, M x K) and workspace2 max(M x top_k x K, M x top_k x 2N): (8,192 x 7,168 +
+    8,192 x 8 x 7,168) x 2 B = 0.98 GiB at TP 8; with EP HummingGroupedExperts, its w13 input M x top_k rows: the
+    same 1.75 GiB as Marlin."""
+    indexed = (8192 * K26_HIDDEN + 8192 * K26_TOP_K * K26_HIDDEN) * 2
+    for release in ((0, 32, 0), (0, 33, 0), (0, 34, 0)):
+        nbytes, how = _int4(release)
+        assert nbytes == indexed and "HummingIndexedExperts" in how
+        nbytes, how = _int4(release, ep=True)
+        assert nbytes == 2 * 8192 * K26_TOP_K * K26_HIDDEN * 2 and "HummingGroupedExperts" in how
+    assert _int4((0, 33, 0), env={"VLLM_HUMMING_MOE_GEMM_TYPE": "grouped"})[0] == 0  # not read
+
+
+def test_int4_w4a16_experts_not_priced_where_not_read():
+    assert _int4((0, 26, 0), hardware="amd-mi300x", vendor="amd")[0] == 0
+    assert _int4((0, 26, 0), moe_backend="marlin")[0] == 0
+    assert _int4((0, 26, 0), tp=2, dp=4, ep=True)[0] == 0  # sequence-parallel MoE
+    assert _int4((0, 26, 0), tp=64)[0] == 0  # a 32-wide shard: off Marlin's tiles
+
+
+def test_int4_workspace_enters_the_activation_under_the_sampler(cli):
+    """The same Kimi-K2.6 command at 0.26.0 with and without --moe-backend (named: not read): the sampler warm-up's
+    1,024 rows hold 2.19 GiB, above the forward's temporaries, and the Marlin workspace sits under it, so the
+    activation moves by the workspace, 1.75 GiB."""
+    serve = "vllm serve moonshotai/Kimi-K2.6 --tensor-parallel-size 8 --max-model-len 131072"
+    runs = {}
+    for extra in ("", " --moe-backend marlin"):
+        out = cli(
+            "fit", "-H", "nvidia-h200", "-t", "8", "--serve", serve + extra, "--engine-version", "0.26.0", "--json"
+        )
+        runs[extra] = json.loads(out.stdout)["engine"]
+    assert "MarlinExperts for the INT4 W4A16 experts" in runs[""]["sources"]["activation"]
+    marlin = _int4((0, 26, 0))[0]
+    assert runs[""]["activation_bytes"] - runs[" --moe-backend marlin"]["activation_bytes"] == marlin

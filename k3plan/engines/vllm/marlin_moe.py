@@ -30,8 +30,9 @@ max_num_batched_tokens (each rank's dummy batch, eager: engines/vllm/moe_workspa
 
 From 0.23.0 (the 0.23.0, 0.26.0 and 0.33.0 wheels) the method builds a modular kernel (quantization/compressed_tensors/
 compressed_tensors_moe/compressed_tensors_moe_wna16*.py make_wna16_moe_kernel, fused_moe/oracle/int_wna16.py
-select_wna16_moe_backend) whose ``MarlinExperts`` takes its scratch from the worker's workspace manager, kept under the
-sampler: that path is not priced here (None, said).
+select_wna16_moe_backend) whose ``MarlinExperts`` (``HummingIndexedExperts`` / ``HummingGroupedExperts`` on SM90 from
+0.32.0) takes its scratch from the worker's workspace manager, kept under the sampler: engines/vllm/moe_workspace.py
+profile_moe_workspace prices that buffer (INT4_MODULAR_FROM); this module returns None there.
 
 Not priced (None): other expert formats (MXFP4 experts through ``MarlinExperts`` are modular kernels, the workspace
 manager's: engines/vllm/moe_workspace.py MARLIN_MXFP4 prices them), GPUs other than H100 / H200 / H20, a command that names --moe-backend or an all2all backend other than the

@@ -77,7 +77,8 @@ Not priced (0, said): other expert formats, a command that picks the kernel (--m
 VLLM_MOE_USE_DEEP_GEMM set; VLLM_USE_FLASHINFER_MOE_FP8 set before 0.24.0, where the oracle stopped reading it), an
 all2all backend other than the default under DP (its buffers and chunking are another module's), EP with TP > 1 and
 DP > 1 (sequence-parallel MoE, ParallelConfig.use_sequence_parallel_moe: not read), AITER, releases before 0.14.0
-and GPUs other than SM90 (H100 / H200 / H20) and ROCm.
+and GPUs other than SM90 (H100 / H200 / H20) and ROCm (INT4 W4A16 experts: SM90 and the SM100 family, from
+0.23.0).
 
 The 0.26.0, 0.28.0, 0.33.0 and 0.34.0 wheels keep the same selection (``_get_priority_backends``), TritonExperts' and
 FlashInferExperts' shapes and the workspace manager (``_allocate_buffers``), and Model Runner V2's profile_run (the
@@ -116,6 +117,51 @@ Triton's shapes exactly (workspace13 (M, top_k, max(N / 2, K)), workspace2 (M, t
 EP, the all2all backend and --moe-backend are read as for FP8 above (FusedMoEParallelConfig.make,
 maybe_make_prepare_finalize, unchanged in these wheels); no chunk from 0.18.0.
 
+INT4 W4A16 experts (Kimi-K2-Thinking / K2.5 / K2.6: compressed-tensors pack-quantized, symmetric int4, group 32,
+k3plan's ``int4_g32``) from 0.23.0, the same workspace manager (to 0.22.x the method calls fused_marlin_moe itself,
+whose per-call caches engines/vllm/marlin_moe.py prices in the forward):
+
+- The method: quantization/compressed_tensors/compressed_tensors_moe/compressed_tensors_moe.py
+  ``CompressedTensorsMoEMethod.get_moe_method`` (``_is_wNa16_group_channel``, pack-quantized, 4 bits) gives
+  ``CompressedTensorsWNA16MarlinMoEMethod`` (compressed_tensors_moe_wna16_marlin.py, 0.23.0-0.26.x, where
+  marlin_utils.py check_moe_marlin_supports_layer holds: hidden % 128, the shard's intermediate % max(64, group))
+  or, from 0.27.0, ``CompressedTensorsWNA16MoEMethod`` (compressed_tensors_moe_wna16.py, one method for every
+  backend). Both pick the kernel with fused_moe/oracle/int_wna16.py ``select_wna16_moe_backend``: with --moe-backend
+  auto on CUDA the first supported of ``_get_priority_backends``, FLASHINFER_TRTLLM (experts/trtllm_mxint4_moe.py
+  ``TrtLlmMxint4ExpertsMonolithic``: the SM100 family and quantization/utils/flashinfer_mxint4_moe.py
+  is_flashinfer_mxint4_moe_available, i.e. VLLM_USE_FLASHINFER_MOE_INT4=1, off by default, and to 0.24.x only the
+  SWIGLUOAI activation, not Kimi's SiLU), then MARLIN (experts/marlin_moe.py ``MarlinExperts``:
+  _supports_current_device CUDA at 7.5 or later). ``make_wna16_moe_kernel`` builds a ``FusedMoEKernel`` whose
+  ``_allocate_buffers`` takes the scratch from ``current_workspace_manager().get_simultaneous``. Read in the 0.23.0,
+  0.26.0 and 0.30.0 wheels, the priority list in the 0.24.0, 0.25.0, 0.27.0, 0.28.0, 0.29.0 and 0.31.0 ones
+  (PyPI). So ``MarlinExperts`` on SM90 (H100 / H200 / H20) 0.23.0-0.31.x and on the SM100 family (B200 / B300) from
+  0.23.0 (engines/vllm/serve.py refuses VLLM_USE_FLASHINFER_MOE_INT4=1 there), with the shapes above; under EP the
+  same class (Standard activation format with the default all2all backend), N the whole expert's.
+- From 0.32.0 (the 0.32.0, 0.33.0 and 0.34.0 wheels) ``_get_priority_backends`` ends in ``prioritize_humming``
+  (quantization/utils/humming/priority.py: Humming moved ahead of Marlin on compute capability 9.0 only;
+  humming-kernels a Requires-Dist of the wheel, so has_humming()), so on SM90 HUMMING's first supported class runs
+  (experts/fused_humming_moe.py ``HummingExpertsBase.is_supported_config``: the gemm type of
+  get_humming_moe_gemm_type, VLLM_HUMMING_MOE_GEMM_TYPE unset: ``HummingIndexedExperts`` without EP,
+  ``HummingGroupedExperts`` with it; the int4 group-32 weight key passes _is_supported_wna16_weight_key). Its
+  ``workspace_shapes`` (``get_buffer_metas`` / ``_workspace_shapes``) lays the chain quanted_gate_up_input (M_in x K,
+  M_in = M indexed, M x top_k grouped), gate_up_output (M x top_k x 2N), quanted_down_input (M x top_k x N),
+  down_output (M x top_k x K) and output (M x K) alternately over workspace1 and workspace2, each the largest of its
+  buffers, all in bf16 for W4A16 (humming-kernels 0.1.19 humming/transform.py: a_dtype the param dtype where the
+  input schema has none, c_dtype the param dtype): workspace1 max(M x K, M x top_k x N, M_in x K), workspace2
+  max(M x top_k x K, M x top_k x 2N), the output in the common buffer with workspace1 (_allocate_buffers unchanged).
+  The SM100 family keeps MarlinExperts (compute capability 10.x not in _HUMMING_PREFERRED_CAPABILITIES). The grouped
+  path's MoEPermuteScratch (moe_permute_unpermute.py get_moe_permute_scratch, a persistent resource sized by the
+  expert count) is left out.
+
+Kimi-K2.6 at TP 8 on an H200, 8,192 tokens (N = 2,048 / 8 = 256 < K = 7,168): MarlinExperts 2 x 8,192 x 8 x 7,168
+x 2 B = 1.75 GiB; HummingIndexedExperts (8,192 x 7,168 + 8,192 x 8 x 7,168) x 2 B = 0.98 GiB.
+
+The buffer is the manager's one allocation, kept after the profile run and locked after graph capture
+(v1/worker/workspace.py ``_ensure_workspace_size`` grows it, never shrinks; gpu_model_runner.py ``lock_workspace``):
+resident, not a transient. Kimi's MLA layers take views of the same buffer only through FlashInfer's MLA prefill
+wrappers (v1/attention/backends/mla/prefill/flashinfer.py / trtllm_ragged.py: VLLM_FLASHINFER_WORKSPACE_BUFFER_SIZE,
+394 MiB) or DCP's context gather (flash_attn.py): not priced here; the buffer would be the larger of those and this.
+
 DeepSeek-V4's sparse attention reserves its own views of the same manager (engines/vllm/dsv4_workspace.py: the
 indexer's K gather, FlashMLA's dummy-run request), so the one buffer is the larger of those and this, never their
 sum (engines/vllm/memory.py takes the max there).
@@ -124,7 +170,7 @@ sum (engines/vllm/memory.py takes the max there).
 from __future__ import annotations
 
 from k3plan.engines.release import Release, release_text
-from k3plan.engines.vllm.attention_config import SM90
+from k3plan.engines.vllm.attention_config import SM90, SM100_FAMILY
 from k3plan.units import GiB
 
 MODULAR_TP_FROM: Release = (0, 14, 0)  # Fp8MoEMethod's modular kernel for TP (make_fp8_moe_kernel)
@@ -146,6 +192,29 @@ MARLIN_MXFP4: dict[str, tuple[Release, Release]] = {
     "mxfp4": ((0, 28, 0), (0, 32, 0)),  # Kimi-K3's CompressedTensorsW4A4Mxfp4MoEMethod, read 0.28.0-0.31.0
 }
 HUMMING_SM90_FROM: Release = (0, 32, 0)  # prioritize_humming: Humming ahead of Marlin on compute capability 9.0
+# INT4 W4A16 experts (Kimi-K2.x's compressed-tensors pack-quantized group 32): a modular kernel on the manager's buffer
+# from 0.23.0 (make_wna16_moe_kernel), fused_marlin_moe's per-call caches before (engines/vllm/marlin_moe.py)
+INT4_W4A16 = "int4_g32"
+INT4_MODULAR_FROM: Release = (0, 23, 0)
+INT4_SOURCE = (
+    "vllm 0.23.0 / 0.26.0 / 0.30.0 wheels (PyPI), the oracle's priority list also in 0.24.0 / 0.25.0 / 0.27.0-0.29.0 "
+    "/ 0.31.0: quantization/compressed_tensors/compressed_tensors_moe/compressed_tensors_moe.py get_moe_method -> "
+    "CompressedTensorsWNA16MarlinMoEMethod (compressed_tensors_moe_wna16_marlin.py, to 0.26.x) / "
+    "CompressedTensorsWNA16MoEMethod (compressed_tensors_moe_wna16.py, from 0.27.0), fused_moe/oracle/int_wna16.py "
+    "select_wna16_moe_backend / _get_priority_backends (FLASHINFER_TRTLLM only on the SM100 family under "
+    "VLLM_USE_FLASHINFER_MOE_INT4, then MARLIN) / make_wna16_moe_kernel, experts/marlin_moe.py "
+    "MarlinExperts.workspace_shapes, modular_kernel.py FusedMoEKernelModularImpl._allocate_buffers, "
+    "vllm/v1/worker/workspace.py WorkspaceManager (kept after the dummy forward); the SM100 family also in the "
+    "0.32.0-0.34.0 wheels (quantization/utils/humming/priority.py prioritize_humming: compute capability 9.0 only)"
+)
+HUMMING_SOURCE = (
+    "vllm 0.32.0 / 0.33.0 / 0.34.0 wheels (PyPI): fused_moe/oracle/int_wna16.py _get_priority_backends -> "
+    "quantization/utils/humming/priority.py prioritize_humming (Humming ahead of Marlin on compute capability 9.0), "
+    "experts/fused_humming_moe.py get_humming_moe_gemm_type (indexed without EP, grouped_contiguous with it) and "
+    "HummingExpertsBase.get_buffer_metas / _workspace_shapes; humming-kernels 0.1.19 (PyPI, the wheels' pin) "
+    "humming/transform.py (a_dtype and c_dtype the param dtype for W4A16); modular_kernel.py "
+    "FusedMoEKernelModularImpl._allocate_buffers, vllm/v1/worker/workspace.py WorkspaceManager"
+)
 MXFP4_SOURCE = (
     "vllm 0.20.0 / 0.20.2 / 0.23.0 / 0.26.0 / 0.28.0 / 0.30.0 / 0.31.0 wheels (PyPI): DeepSeek-V4 "
     "quant_config get_quant_method -> quantization/mxfp4.py Mxfp4MoEMethod, fused_moe/oracle/mxfp4.py "
@@ -183,6 +252,17 @@ def _shapes(kernel: str, m: int, n: int, k: int, top_k: int) -> tuple[int, int, 
     return m * top_k * max(n // 2, k), m * top_k * max(n, k), m * k
 
 
+def _humming_shapes(grouped: bool, m: int, n: int, k: int, top_k: int) -> tuple[int, int, int]:
+    """(workspace1, workspace2, output) elements of ``HummingExpertsBase._workspace_shapes`` for bf16 W4A16 at M rows,
+    N the w13 rows (gate_up_output's width; quanted_down_input's N / 2): the chain quanted_gate_up_input,
+    gate_up_output, quanted_down_input, down_output, output laid alternately from the output back, each workspace the
+    largest of its buffers."""
+    m_in = m * top_k if grouped else m  # quanted_gate_up_input: M x top_k rows for the grouped gemm
+    ws1 = max(m * k, m * top_k * (n // 2), m_in * k)  # output, quanted_down_input, quanted_gate_up_input
+    ws2 = max(m * top_k * k, m * top_k * n)  # down_output, gate_up_output
+    return ws1, ws2, m * k
+
+
 def profile_moe_workspace(
     *,
     release: Release | None,
@@ -208,8 +288,19 @@ def profile_moe_workspace(
     if release is None or release < MODULAR_TP_FROM:
         return 0, "no MoE workspace priced under the sampler (the modular kernels' workspace is 0.14.0's on)"
     mxfp4 = expert_formats[0] if len(expert_formats) == 1 and expert_formats[0] in MARLIN_MXFP4 else ""
-    if (expert_formats != ("fp8_block",) and not mxfp4) or min(tp, dp, top_k, hidden, intermediate) < 1:
-        return 0, "no MoE workspace priced under the sampler (read for FP8-block and Hopper MXFP4 experts)"
+    int4 = expert_formats == (INT4_W4A16,)
+    if (expert_formats != ("fp8_block",) and not mxfp4 and not int4) or min(tp, dp, top_k, hidden, intermediate) < 1:
+        return 0, "no MoE workspace priced under the sampler (read for FP8-block, Hopper MXFP4 and INT4 W4A16 experts)"
+    if int4:
+        if release < INT4_MODULAR_FROM:
+            return 0, (
+                f"no MoE workspace priced under the sampler (vLLM {release_text(release)}: the INT4 W4A16 method "
+                "calls fused_marlin_moe, its caches freed a call: engines/vllm/marlin_moe.py)"
+            )
+        if vendor != "nvidia" or hardware not in SM90 | SM100_FAMILY:
+            return 0, f"no MoE workspace priced under the sampler (INT4 W4A16 experts on {hardware}: not read)"
+        if release >= HUMMING_SM90_FROM and hardware in SM90 and _set(env, "VLLM_HUMMING_MOE_GEMM_TYPE"):
+            return 0, "no MoE workspace priced under the sampler (VLLM_HUMMING_MOE_GEMM_TYPE set: not read)"
     if mxfp4:
         if vendor != "nvidia" or hardware not in SM90:
             return 0, f"no MoE workspace priced under the sampler (MXFP4 experts on {hardware}: not read)"
@@ -224,9 +315,10 @@ def profile_moe_workspace(
     ep = expert_parallel and tp * dp > 1  # FusedMoEParallelConfig.make: use_ep needs more than one rank
     if moe_backend not in ("", "auto"):
         return 0, f"no MoE workspace priced under the sampler (--moe-backend {moe_backend}: not read)"
-    if not mxfp4 and (_set(env, "VLLM_USE_DEEP_GEMM") or _set(env, "VLLM_MOE_USE_DEEP_GEMM")):
+    fp8 = not mxfp4 and not int4
+    if fp8 and (_set(env, "VLLM_USE_DEEP_GEMM") or _set(env, "VLLM_MOE_USE_DEEP_GEMM")):
         return 0, "no MoE workspace priced under the sampler (the DeepGEMM switches set: not read)"
-    if not mxfp4 and vendor == "nvidia" and release < ENV_FI_GONE_FROM and _set(env, "VLLM_USE_FLASHINFER_MOE_FP8"):
+    if fp8 and vendor == "nvidia" and release < ENV_FI_GONE_FROM and _set(env, "VLLM_USE_FLASHINFER_MOE_FP8"):
         return 0, "no MoE workspace priced under the sampler (VLLM_USE_FLASHINFER_MOE_FP8 set: not read)"
     # VLLM_ALL2ALL_BACKEND: read to 0.15.x (config/parallel.py), named by no file of the 0.16.0 wheel on
     a2a = all2all_backend or (env.get("VLLM_ALL2ALL_BACKEND", "") if release < ALL2ALL_ENV_GONE_FROM else "")
@@ -236,6 +328,12 @@ def profile_moe_workspace(
         return 0, "no MoE workspace priced under the sampler (EP with TP and DP: sequence-parallel MoE, not read)"
     if mxfp4:
         kernel = "MarlinExperts"  # the oracle's first supported backend on SM90 (module docstring)
+    elif int4:
+        if hardware in SM90 and release >= HUMMING_SM90_FROM:
+            # get_humming_moe_gemm_type: grouped_contiguous where the MoE runs expert parallel, else indexed
+            kernel = "HummingGroupedExperts" if ep else "HummingIndexedExperts"
+        else:
+            kernel = "MarlinExperts"  # MARLIN, FLASHINFER_TRTLLM being off (module docstring)
     elif vendor == "amd":
         if env.get("VLLM_ROCM_USE_AITER", "").strip().lower() in ("1", "true"):
             return 0, "no MoE workspace priced under the sampler (ROCm AITER's MoE not read)"
@@ -252,6 +350,14 @@ def profile_moe_workspace(
     m_full = tokens * dp  # every DP rank's dummy batch, all-gathered (AgRsAll2AllManager.dispatch)
     n = 2 * intermediate if ep else 2 * intermediate // (tp * dp)
     k = hidden
+    if int4:
+        if kernel == "MarlinExperts" and (k % 128 or (n // 2) % 64):
+            # check_moe_marlin_supports_layer (to 0.26.x: the Triton WNA16 method otherwise) / tile padding after
+            return (
+                0,
+                f"no MoE workspace priced under the sampler (a {n // 2:,}-wide INT4 shard off Marlin's tiles: not read)",
+            )
+        return _int4_workspace(kernel, release, m_full, n, k, top_k, tp=tp, dp=dp, ep=ep, tokens=tokens)
     chunked = release < UNCHUNKED_FROM
     m = min(m_full, CHUNK) if chunked else m_full
     ws13, ws2, _ = _shapes(kernel, m, n, k, top_k)
@@ -278,5 +384,39 @@ def profile_moe_workspace(
         f"{ws / GiB:.2f} GiB of MoE workspace held under the sampler in vLLM {release_text(release)} ({kernel}: "
         f"M {rows}, workspace13 / workspace2 / output at {m:,} / {m:,} / {m_full:,} rows ({layout}){forced}, "
         f"x {ACT_BYTES} B; N {n:,} = {how_n}, K {k:,}; {MXFP4_SOURCE if mxfp4 else SOURCE})"
+    )
+    return ws, how
+
+
+def _int4_workspace(
+    kernel: str, release: Release, m: int, n: int, k: int, top_k: int, *, tp: int, dp: int, ep: bool, tokens: int
+) -> tuple[int, str]:
+    """(bytes, how) of the INT4 W4A16 experts' workspace (module docstring): the kernel's workspace_shapes at M rows,
+    workspace13 and the output in the common buffer (_allocate_buffers), each part rounded up to 256 B."""
+    if kernel == "MarlinExperts":
+        ws13, ws2, out = _shapes(kernel, m, n, k, top_k)
+        parts = (
+            f"workspace13 {m:,} x {top_k} x max({n // 2:,}, {k:,}) and the output {m:,} x {k:,} in one buffer, "
+            f"workspace2 {m:,} x {top_k} x max({n:,}, {k:,})"
+        )
+        source = INT4_SOURCE
+    else:
+        grouped = kernel == "HummingGroupedExperts"
+        ws13, ws2, out = _humming_shapes(grouped, m, n, k, top_k)
+        m_in = f"{m:,} x {top_k}" if grouped else f"{m:,}"
+        parts = (
+            f"workspace1 max(output {m:,} x {k:,}, quanted_down_input {m:,} x {top_k} x {n // 2:,}, "
+            f"quanted_gate_up_input {m_in} x {k:,}), workspace2 max(down_output {m:,} x {top_k} x {k:,}, "
+            f"gate_up_output {m:,} x {top_k} x {n:,})"
+        )
+        source = HUMMING_SOURCE
+    ws = _aligned(max(ws13, out) * ACT_BYTES) + _aligned(ws2 * ACT_BYTES)
+    parallel = f"TP {tp}" + (f" x DP {dp}" if dp > 1 else "")
+    how_n = f"2 x {n // 2:,} (EP over {parallel})" if ep else f"2 x the {parallel} shard's {n // 2:,}"
+    rows = f"{m:,} = DP {dp} x {tokens:,} all-gathered" if dp > 1 else f"{m:,}"
+    how = (
+        f"{ws / GiB:.2f} GiB of MoE workspace held under the sampler in vLLM {release_text(release)} ({kernel} for "
+        f"the INT4 W4A16 experts: M {rows}, {parts}, x {ACT_BYTES} B; N {n:,} = {how_n}, K {k:,}; the "
+        f"WorkspaceManager's one buffer, kept: {source})"
     )
     return ws, how
