@@ -602,6 +602,11 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
         # SGLang's --swa-full-tokens-ratio: the budget's charge for a DeepSeek-V4 request reads it as the start check's
         # pool does (Stack.engine_swa_ratio through step/dsv4_cache.engine_charge), so the table row and the check agree
         opts["engine_swa_ratio"] = q.swa_full_tokens_ratio
+    if model.spec.dsv4 is not None and engine_rules(q.stack).pool_rule == "static":
+        # SGLang's DeepSeek-V4 compressor-state element (SGLANG_DSV4_COMPRESS_STATE_DTYPE, read by engines/sglang/
+        # serve.py): the budget's charge for a request reads the figure the start check's pool reads (Stack.
+        # engine_state_bytes through step/dsv4_cache.engine_charge), so the table row and the check agree
+        opts["engine_state_bytes"] = q.dsv4_state_bytes
     if q.release is not None:
         # the budget follows the engine's release: an option default it changed (Engine.option_defaults: vLLM's
         # gpu_memory_utilization) and DeepSeek-V4's charge (Stack.engine_release)

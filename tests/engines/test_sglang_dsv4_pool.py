@@ -345,3 +345,26 @@ def test_a_v4_command_s_page_size_is_sglang_s_256(cli):
         said = got["engine"]["serve"]
         assert f"--page-size {page}" in said["ignored"]
         assert any(c.startswith(f"--page-size {page}: not read: SGLang sets page_size 256") for c in said["caveats"])
+
+
+def test_the_table_row_charges_the_command_s_compressor_state_dtype_as_its_start_check_does(cli, flash):
+    """SGLANG_DSV4_COMPRESS_STATE_DTYPE=bf16 reaches the budget's charge a request (Stack.engine_state_bytes through
+    step/dsv4_cache.engine_charge), as SGLang's start check reads it (engines/sglang/serve.py STATE_DTYPE_SOURCE): the
+    rings in a full token and the slot's c128 ring at 2 B an element. Until session 51 the row charged f32 states
+    whatever the command set: V4-Flash on 8 B200 with bf16 states held 152 sequences in the row (f32's figure) where the
+    check's pool held 155.2 (now 160)."""
+    base = "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V4-Flash --tp 8 --context-length 131072"
+    out = {}
+    for env in ("", "SGLANG_DSV4_COMPRESS_STATE_DTYPE=bf16 "):
+        out[env] = json.loads(cli("fit", "-H", "nvidia-b200", "-t", "8", "--serve", env + base, "--json").stdout)
+    for got in out.values():  # the row's sequences within 5% of the check's, f32 or bf16
+        conc, held = got["engine"]["max_concurrency"], got["capacity"]["max_sequences"]
+        assert 0.95 * conc <= held <= 1.05 * conc, (conc, held)
+    bf16 = out["SGLANG_DSV4_COMPRESS_STATE_DTYPE=bf16 "]
+    assert bf16["capacity"]["max_sequences"] > out[""]["capacity"]["max_sequences"]
+    p = sglang_dsv4_pool(flash, form=FORM, state_bytes=2)
+    layers = len(flash.compress_ratios)
+    assert bf16["per_device"]["kv_bytes_per_token"] // layers == math.ceil(p.bytes_per_full_token / layers)
+    # the slot's c128 ring: 128 rows of 2 x 512 bf16, 20 layers -- half the f32 ring
+    assert bf16["per_device"]["state_bytes_per_sequence"] == 128 * 2 * flash.head_dim * 2 * 20 == 5_242_880
+
