@@ -503,6 +503,14 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
         # the drafter's layers are in the engine's pool (DeepSeek-V4's MTP, V4.1's DSpark): the budget's stack holds
         # them too (Stack.for_spec_decode: step/dsv4_cache.engine_charge reads the count)
         opts["spec_verify_tokens"] = q.draft.num_speculative_tokens + 1
+    from k3plan.engines.sglang.spec import SglangDraft
+
+    if isinstance(q.draft, SglangDraft) and model.spec.dsv4 is not None:
+        # SGLang's draft (EAGLE / NEXTN on V4's MTP layer, DSpark) in its DeepSeek-V4 pool: the budget's stack verifies
+        # the draft tokens the start check's pool reads (speculative_num_draft_tokens: Stack.for_spec_decode), so
+        # step/dsv4_cache.engine_charge charges a request the draft's share as the check does (engines/sglang/
+        # dsv4_pool.py dsv4_request_charge: V4's draft layer and rings, V4.1's draft layer and cap terms)
+        opts["spec_verify_tokens"] = q.draft.num_draft_tokens
     # the vision tower the engine builds, whole on every device: in the budget's weights (Stack.vision_whole)
     opts["vision_whole"] = _loads_vision(model, q)
     # the LM head over the engine's whole TP group under DP attention, where the command runs it so: a role override of
