@@ -236,6 +236,10 @@ def answer(q: FitQuestion, *, on_job=None, on_phase=None) -> FitAnswer:
         from k3plan.budget.fit import SERVE_UNVERIFIED, UNVERIFIED_EXIT
 
         result = replace(result, warnings=[w.replace(UNVERIFIED_EXIT, SERVE_UNVERIFIED) for w in result.warnings])
+    else:  # a multimodal model priced as its language model alone where the engine would refuse its tower
+        refused = _vision_refusal(setup)
+        if refused is not None:
+            result = replace(result, warnings=[*result.warnings, refused])
     hw, notes = measured_hardware(setup.hardware, evidence=evidence, allow_cpu=allow_cpu_probes)
     speed_setup = dataclasses.replace(setup, hardware=hw)
     if result.fits:  # a speed figure only for a workload that fits
@@ -705,6 +709,24 @@ def _loads_vision(model, served) -> bool:
             return False
     archs = rules.vision_tower_architectures
     return (archs is None or model.spec.architecture in archs) and any(True for _ in model.inventory.of_kind("vision"))
+
+
+def _vision_refusal(setup: Setup) -> str | None:
+    """Without --serve the budget prices a multimodal model's language model alone (k3plan's launch line runs it so):
+    where the stack's engine, told nothing, builds the vision tower and refuses it at the stack's options on this GPU
+    (Engine.vision_refusal: SGLang's DeepSeek-V4.1 under its DeepEP default), the warning that says so and that the
+    fit is priced as --language-model-only -- as fit warns of what else the engine does not run as priced
+    (budget/fit_text.py setup_warnings: Stack.refusals) rather than refusing the question."""
+    rule = engine_rules(setup.stack.name).vision_refusal
+    if rule is None or setup.hardware.kind != "gpu" or setup.stack.vision_whole:
+        return None
+    return rule(
+        architecture=setup.model.spec.architecture,
+        tower_bytes=sum(t.nbytes for t in setup.model.inventory.of_kind("vision")),
+        options=setup.stack.chosen,
+        pp=setup.parallel.pp,
+        vendor=setup.hardware.vendor,
+    )
 
 
 def _vision_bytes(setup: Setup, served) -> int:
