@@ -131,6 +131,7 @@ def make_setup(
     expert_format: Optional[tuple[str, str]] = None,
     moe_runner: Optional[str] = None,
     engine_swa_ratio: Optional[float] = None,
+    engine_state_bytes: Optional[int] = None,
     fraction_scale: Optional[tuple[float, str]] = None,
     vision_whole: bool = False,
     lm_head_whole_tp: Optional[Cite] = None,
@@ -159,7 +160,8 @@ def make_setup(
     (``Stack.with_expert_format`` over ``Stack.on_hardware``, which reads the release, the all-to-all, ``moe_runner``
     -- a serve command's MoE runner as given -- and ``engine_env``: fit with and without --serve and plan's weight
     columns alike); ``engine_swa_ratio``: a serve command's --swa-full-tokens-ratio, which the budget's charge for a
-    DeepSeek-V4 request reads as the engine's start check does (``Stack.with_swa_ratio``); ``fraction_scale``: a factor the engine applies to its static memory fraction
+    DeepSeek-V4 request reads as the engine's start check does (``Stack.with_swa_ratio``); ``engine_state_bytes``: a
+    serve command's DeepSeek-V4 compressor-state element, likewise (``Stack.with_state_bytes``); ``fraction_scale``: a factor the engine applies to its static memory fraction
     (``Stack.with_fraction_scale``); ``vision_whole``: the engine builds the vision tower whole on every device
     (``Stack.with_vision_whole``); ``lm_head_whole_tp``: the engine splits the LM head over its whole TP group, every
     device of a stage, where it holds it so (the cite; ``Stack.with_lm_head_whole_tp``); ``decode_graph``: SGLang's decode CUDA-graph batch as a serve command sets it and
@@ -193,6 +195,7 @@ def make_setup(
         .with_expert_copies(expert_copies)
         .with_moe_runner(moe_runner)
         .with_swa_ratio(engine_swa_ratio)
+        .with_state_bytes(engine_state_bytes)
         .on_hardware(hw.name)  # the experts as the engine's release holds them on this GPU (Stack.expert_format_on)
         .with_expert_format(expert_format)
         .with_fraction_scale(fraction_scale)

@@ -236,6 +236,10 @@ def answer(q: FitQuestion, *, on_job=None, on_phase=None) -> FitAnswer:
         from k3plan.budget.fit import SERVE_UNVERIFIED, UNVERIFIED_EXIT
 
         result = replace(result, warnings=[w.replace(UNVERIFIED_EXIT, SERVE_UNVERIFIED) for w in result.warnings])
+    else:  # a multimodal model priced as its language model alone where the engine would refuse its tower
+        refused = _vision_refusal(setup)
+        if refused is not None:
+            result = replace(result, warnings=[*result.warnings, refused])
     hw, notes = measured_hardware(setup.hardware, evidence=evidence, allow_cpu=allow_cpu_probes)
     speed_setup = dataclasses.replace(setup, hardware=hw)
     if result.fits:  # a speed figure only for a workload that fits
@@ -503,6 +507,14 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
         # the drafter's layers are in the engine's pool (DeepSeek-V4's MTP, V4.1's DSpark): the budget's stack holds
         # them too (Stack.for_spec_decode: step/dsv4_cache.engine_charge reads the count)
         opts["spec_verify_tokens"] = q.draft.num_speculative_tokens + 1
+    from k3plan.engines.sglang.spec import SglangDraft
+
+    if isinstance(q.draft, SglangDraft) and model.spec.dsv4 is not None:
+        # SGLang's draft (EAGLE / NEXTN on V4's MTP layer, DSpark) in its DeepSeek-V4 pool: the budget's stack verifies
+        # the draft tokens the start check's pool reads (speculative_num_draft_tokens: Stack.for_spec_decode), so
+        # step/dsv4_cache.engine_charge charges a request the draft's share as the check does (engines/sglang/
+        # dsv4_pool.py dsv4_request_charge: V4's draft layer and rings, V4.1's draft layer and cap terms)
+        opts["spec_verify_tokens"] = q.draft.num_draft_tokens
     # the vision tower the engine builds, whole on every device: in the budget's weights (Stack.vision_whole)
     opts["vision_whole"] = _loads_vision(model, q)
     # the LM head over the engine's whole TP group under DP attention, where the command runs it so: a role override of
@@ -602,6 +614,11 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
         # SGLang's --swa-full-tokens-ratio: the budget's charge for a DeepSeek-V4 request reads it as the start check's
         # pool does (Stack.engine_swa_ratio through step/dsv4_cache.engine_charge), so the table row and the check agree
         opts["engine_swa_ratio"] = q.swa_full_tokens_ratio
+    if model.spec.dsv4 is not None and engine_rules(q.stack).pool_rule == "static":
+        # SGLang's DeepSeek-V4 compressor-state element (SGLANG_DSV4_COMPRESS_STATE_DTYPE, read by engines/sglang/
+        # serve.py): the budget's charge for a request reads the figure the start check's pool reads (Stack.
+        # engine_state_bytes through step/dsv4_cache.engine_charge), so the table row and the check agree
+        opts["engine_state_bytes"] = q.dsv4_state_bytes
     if q.release is not None:
         # the budget follows the engine's release: an option default it changed (Engine.option_defaults: vLLM's
         # gpu_memory_utilization) and DeepSeek-V4's charge (Stack.engine_release)
@@ -692,6 +709,24 @@ def _loads_vision(model, served) -> bool:
             return False
     archs = rules.vision_tower_architectures
     return (archs is None or model.spec.architecture in archs) and any(True for _ in model.inventory.of_kind("vision"))
+
+
+def _vision_refusal(setup: Setup) -> str | None:
+    """Without --serve the budget prices a multimodal model's language model alone (k3plan's launch line runs it so):
+    where the stack's engine, told nothing, builds the vision tower and refuses it at the stack's options on this GPU
+    (Engine.vision_refusal: SGLang's DeepSeek-V4.1 under its DeepEP default), the warning that says so and that the
+    fit is priced as --language-model-only -- as fit warns of what else the engine does not run as priced
+    (budget/fit_text.py setup_warnings: Stack.refusals) rather than refusing the question."""
+    rule = engine_rules(setup.stack.name).vision_refusal
+    if rule is None or setup.hardware.kind != "gpu" or setup.stack.vision_whole:
+        return None
+    return rule(
+        architecture=setup.model.spec.architecture,
+        tower_bytes=sum(t.nbytes for t in setup.model.inventory.of_kind("vision")),
+        options=setup.stack.chosen,
+        pp=setup.parallel.pp,
+        vendor=setup.hardware.vendor,
+    )
 
 
 def _vision_bytes(setup: Setup, served) -> int:

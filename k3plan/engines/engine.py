@@ -83,6 +83,10 @@ class Engine:
     # builds; None: every multimodal model's
     loads_vision_tower: bool = False
     vision_tower_architectures: frozenset[str] | None = None
+    # a question without a serve command prices a multimodal model as its language model alone: where the engine, told
+    # nothing, builds the tower and refuses it at the stack's options, the warning that says so (keywords architecture,
+    # tower_bytes, options, pp, vendor; None: no such refusal; SGLang's DeepSeek-V4.1: engines/sglang/vision.py)
+    vision_refusal: Optional[Callable[..., Optional[str]]] = None
     # a model class that skips its tower where the command's --limit-mm-per-prompt sets every modality the tower
     # serves to 0: (architecture, the first release that does, the modalities, the source); a TPU plugin's
     # command (no release) is read at the plugin's vLLM, later than any first release here

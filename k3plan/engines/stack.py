@@ -161,6 +161,10 @@ class Stack(Spec):
     # budget's charge for a request reads as the engine's start check does (step/dsv4_cache.engine_charge); None: the
     # engine's default
     engine_swa_ratio: Optional[float] = None
+    # a serve command's DeepSeek-V4 compressor-state element in bytes (SGLang's SGLANG_DSV4_COMPRESS_STATE_DTYPE: 4
+    # float32, 2 bfloat16), which the budget's charge for a request reads as the engine's start check does
+    # (step/dsv4_cache.engine_charge); None: the engine's default
+    engine_state_bytes: Optional[int] = None
     # (num, den, why): a device holds num / den of the experts' even share, the engine TP-splitting them without
     # expert parallelism and padding each shard by the model's rule (Engine.expert_shard_pad, set from a serve
     # command); None: whole experts a rank, or shards the engine does not pad. The budget's weights apply it
@@ -453,6 +457,11 @@ class Stack(Spec):
     def with_swa_ratio(self, ratio: float | None) -> Stack:
         """The stack with a serve command's --swa-full-tokens-ratio (``engine_swa_ratio``); None: as it is."""
         return self if ratio is None else updated(self, engine_swa_ratio=float(ratio))
+
+    def with_state_bytes(self, size: int | None) -> Stack:
+        """The stack with a serve command's DeepSeek-V4 compressor-state element (``engine_state_bytes``); None: as it
+        is."""
+        return self if size is None else updated(self, engine_state_bytes=int(size))
 
     def with_moe_runner(self, runner: str | None) -> Stack:
         """The stack with a serve command's MoE runner as given (``moe_runner``); None: as it is."""

@@ -99,6 +99,8 @@ def engine_charge(
         at["block"] = stack.engine_block
     if stack.engine_swa_ratio is not None:  # the serve command's --swa-full-tokens-ratio (Stack.engine_swa_ratio)
         at["swa_ratio"] = stack.engine_swa_ratio
+    if stack.engine_state_bytes is not None:  # the serve command's compressor-state element (Stack.engine_state_bytes)
+        at["state_bytes"] = stack.engine_state_bytes
     return rule(
         d,
         hardware=hardware,

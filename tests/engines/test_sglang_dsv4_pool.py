@@ -345,3 +345,60 @@ def test_a_v4_command_s_page_size_is_sglang_s_256(cli):
         said = got["engine"]["serve"]
         assert f"--page-size {page}" in said["ignored"]
         assert any(c.startswith(f"--page-size {page}: not read: SGLang sets page_size 256") for c in said["caveats"])
+
+
+def test_the_table_row_charges_the_command_s_compressor_state_dtype_as_its_start_check_does(cli, flash):
+    """SGLANG_DSV4_COMPRESS_STATE_DTYPE=bf16 reaches the budget's charge a request (Stack.engine_state_bytes through
+    step/dsv4_cache.engine_charge), as SGLang's start check reads it (engines/sglang/serve.py STATE_DTYPE_SOURCE): the
+    rings in a full token and the slot's c128 ring at 2 B an element. Until session 51 the row charged f32 states
+    whatever the command set: V4-Flash on 8 B200 with bf16 states held 152 sequences in the row (f32's figure) where the
+    check's pool held 155.2 (now 160)."""
+    base = "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V4-Flash --tp 8 --context-length 131072"
+    out = {}
+    for env in ("", "SGLANG_DSV4_COMPRESS_STATE_DTYPE=bf16 "):
+        out[env] = json.loads(cli("fit", "-H", "nvidia-b200", "-t", "8", "--serve", env + base, "--json").stdout)
+    for got in out.values():  # the row's sequences within 5% of the check's, f32 or bf16
+        conc, held = got["engine"]["max_concurrency"], got["capacity"]["max_sequences"]
+        assert 0.95 * conc <= held <= 1.05 * conc, (conc, held)
+    bf16 = out["SGLANG_DSV4_COMPRESS_STATE_DTYPE=bf16 "]
+    assert bf16["capacity"]["max_sequences"] > out[""]["capacity"]["max_sequences"]
+    p = sglang_dsv4_pool(flash, form=FORM, state_bytes=2)
+    layers = len(flash.compress_ratios)
+    assert bf16["per_device"]["kv_bytes_per_token"] // layers == math.ceil(p.bytes_per_full_token / layers)
+    # the slot's c128 ring: 128 rows of 2 x 512 bf16, 20 layers -- half the f32 ring
+    assert bf16["per_device"]["state_bytes_per_sequence"] == 128 * 2 * flash.head_dim * 2 * 20 == 5_242_880
+
+
+def test_the_table_row_charges_the_command_s_draft_as_its_start_check_does(cli, flash):
+    """A command's speculative decoding reaches the budget's charge a request: its draft tokens set the budget stack's
+    verify width (Stack.for_spec_decode from SglangDraft.num_draft_tokens), which step/dsv4_cache.engine_charge hands
+    dsv4_request_charge, so V4's row charges the draft's layer (x (T + 1) / T) and the 16 / 256-row rings, as the
+    check's pool reads any draft (sglang_dsv4_pool's ``speculative``; engines/sglang/spec.py DSV4_SPEC_SOURCE), and
+    V4.1's its DSpark layer and cap terms. Until session 51 the row charged no draft: V4-Flash on 8 B200 under EAGLE
+    (3 steps, 4 draft tokens) held 152 sequences in the row where the check's pool held 127.35 (now 134, the check
+    preallocating the c128 rings of its default 256 running requests where the row charges a running request's: at
+    --max-running-requests 128 below, 135 against 130.65); V4.1-Flash under DSpark 372 against 350.73 (now 351)."""
+    eagle = (" --speculative-algorithm EAGLE --speculative-num-steps 3 --speculative-eagle-topk 1"
+             " --speculative-num-draft-tokens 4")  # fmt: skip
+    cases = {
+        "v4": "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V4-Flash --tp 8 --context-length "
+        "131072 --max-running-requests 128",
+        "v41": "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V4.1-Flash --tp 8 --context-length "
+        "131072 --language-model-only",
+    }
+    drafts = {"v4": eagle, "v41": " --speculative-algorithm DSPARK"}
+    out = {}
+    for key, base in cases.items():
+        for draft in ("", drafts[key]):
+            serve = base + draft
+            out[key, draft] = json.loads(cli("fit", "-H", "nvidia-b200", "-t", "8", "--serve", serve, "--json").stdout)
+        for draft in ("", drafts[key]):  # the row's sequences within 5% of the check's, with and without the draft
+            conc, held = out[key, draft]["engine"]["max_concurrency"], out[key, draft]["capacity"]["max_sequences"]
+            assert 0.95 * conc <= held <= 1.05 * conc, (key, draft, conc, held)
+        assert out[key, drafts[key]]["capacity"]["max_sequences"] < out[key, ""]["capacity"]["max_sequences"]
+    dev = out["v4", eagle]["per_device"]
+    p = sglang_dsv4_pool(flash, form=FORM, speculative=True)
+    layers = len(flash.compress_ratios)
+    assert dev["kv_bytes_per_token"] // layers == math.ceil(p.bytes_per_full_token / layers)
+    # the slot's c128 ring under speculative decoding: 256 rows of 2 x 512 f32, 20 layers
+    assert dev["state_bytes_per_sequence"] == 256 * 2 * flash.head_dim * 4 * 20 == 20_971_520

@@ -185,6 +185,35 @@ def test_deepseek_v4_1_s_vision_tower_is_built_as_its_release_builds_it(cli):
         assert r.exit_code == 2 and says in r.output, r.output
 
 
+def test_a_plain_fit_of_deepseek_v4_1_says_sglang_refuses_its_tower_under_deepep(cli):
+    """fit without --serve prices DeepSeek-V4.1 as its language model alone (k3plan's launch line writes
+    --language-model-only); under the sglang stack's DeepEP default SGLang, told nothing, builds the tower and refuses
+    the all-to-all with it (the test above), so the fit says so -- a warning, as fit warns of what else the engine does
+    not run as priced (Stack.refusals), the tower's bytes not counted -- and says nothing where SGLang starts with the
+    tower (--moe-a2a-backend none or megamoe on CUDA) or under --serve (the command's reading refuses or prices it)."""
+    from k3plan.models.loader import load_model
+
+    tower = sum(t.nbytes for t in load_model("deepseek-v4.1-flash").inventory.of_kind("vision"))
+    args = ("fit", "-m", "deepseek-v4.1-flash", "-H", "nvidia-b200", "-t", "8", "--context", "131072", "--json")
+    said = {}
+    for stack in ("sglang", "sglang:moe_a2a_backend=none", "sglang:moe_a2a_backend=megamoe", "dp-attention"):
+        out = json.loads(cli(*args, "--stack", stack).stdout)
+        said[stack] = [w for w in out["warnings"] if "vision tower" in w]
+        assert out["per_device"]["weights_bytes"] > 0
+    for stack in ("sglang", "dp-attention"):  # the stacks' DeepEP default
+        (w,) = said[stack]
+        assert "MoE A2A requires CUDA MegaMoE" in w and "--moe-a2a-backend deepep" in w
+        assert "priced as --language-model-only" in w and f"{tower / 2**30:.2f} GiB not counted" in w
+    assert said["sglang:moe_a2a_backend=none"] == said["sglang:moe_a2a_backend=megamoe"] == []
+    serve = "sglang serve --model-path deepseek-ai/DeepSeek-V4.1-Flash --tp 8 --language-model-only"
+    out = json.loads(cli("fit", "-H", "nvidia-b200", "--serve", serve, "--json").stdout)
+    assert not [w for w in out["warnings"] if "vision tower" in w]
+    # another model on the same stack: nothing said
+    v4 = cli("fit", "-m", "deepseek-v4-flash", "-H", "nvidia-b200", "-t", "8", "-s", "sglang", "--json")
+    out = json.loads(v4.stdout)
+    assert not [w for w in out["warnings"] if "vision tower" in w]
+
+
 def test_deepseek_v4_1_s_pool_by_release():
     """DeepSeek-V4.1's pool in the wheels (pool_configurator.py DSV4PoolConfigurator): 0.5.21 and 0.5.22 page the
     window's slots in the V4 layout (256 tokens of 584 B in rows of 576: 585 B) and hold the ratio-2 layers'

@@ -25,6 +25,7 @@ from k3plan.engines.sglang.releases import (
     DEEPEP_RESERVE_FROM,
     NEWEST_RELEASE,
 )
+from k3plan.engines.sglang.vision import plain_vision_refusal
 
 ENGINE = Engine(
     # 0.4.7-0.5.4's x 0.85 under aiter (engines/sglang/aiter_fraction.py), its tp_size the groups' TP x DP
@@ -39,6 +40,8 @@ ENGINE = Engine(
     launcher_on={"gpu": "sglang"},
     dsv4=dsv4.LAYOUT,
     engram=dsv4.ENGRAM,
+    # on GPUs SGLang: DeepSeek-V4.1's tower refused under DeepEP, which fit without --serve says (sglang/vision.py)
+    vision_refusal=plain_vision_refusal,
     by_release=BY_RELEASE,  # --serve reads SGLang's DP-attention commands as this stack
     by_release_models=BY_RELEASE_MODELS,
     by_release_rules=BY_RELEASE_RULES,

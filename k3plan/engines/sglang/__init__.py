@@ -24,6 +24,7 @@ from k3plan.engines.sglang.releases import (
     DEEPEP_RESERVE_FROM,
     NEWEST_RELEASE,
 )
+from k3plan.engines.sglang.vision import plain_vision_refusal
 
 ENGINE = Engine(
     fraction_scale=aiter_fraction_scale,  # 0.4.7-0.5.4's x 0.85 under aiter (engines/sglang/aiter_fraction.py)
@@ -55,6 +56,8 @@ ENGINE = Engine(
     # deepseek_v4.py: self.vision = ViT(args); from 0.5.22 not under --language-model-only: engines/sglang/serve.py
     # v41_vision); its config keeps no vision_config (configs/deepseek_v41.py pops it), so no fraction cut (AutoFraction.vlm)
     vision_tower_architectures=frozenset({"kimi_k25", "deepseek_v41"}),
+    # DeepSeek-V4.1's tower refused under the stack's DeepEP default: fit without --serve says so (vision.py)
+    vision_refusal=plain_vision_refusal,
     by_release=BY_RELEASE,
     by_release_models=BY_RELEASE_MODELS,
     by_release_rules=BY_RELEASE_RULES,

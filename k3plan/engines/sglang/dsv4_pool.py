@@ -482,6 +482,7 @@ def dsv4_request_charge(
     spec_tokens: int = 0,
     release: tuple[int, int, int] | None = None,
     swa_ratio: float | None = None,
+    state_bytes: int = F32,
     **_: int | str,
 ) -> RequestCharge | None:
     """What SGLang's pool charges a DeepSeek-V4 request on a GPU: its full tokens at ``bytes_per_full_token`` in whole
@@ -496,7 +497,10 @@ def dsv4_request_charge(
     the V4 layout: 0.5.23's V4.1 layouts (flashmla_mega at attention TP 1 on SM100) are the start check's alone, the
     charge not being told the split. ``swa_ratio``: a command's --swa-full-tokens-ratio (None: SGLang's V4 default;
     V4.1's cap mode), as its start check reads it (engines/sglang/memory.py), so the budget and the check charge one
-    figure a token."""
+    figure a token; ``spec_tokens`` > 0 (V4): the draft's layer and rings as the check's pool reads a draft
+    (``sglang_dsv4_pool``'s ``speculative``); ``state_bytes``: a compressor-state element (SGLANG_DSV4_COMPRESS_STATE_DTYPE: 4 f32, its default;
+    2 bf16), V4's rings in a full token and its slot's c128 ring, as the check's pool reads it (V4.1's pool is read at
+    f32 by both)."""
     from k3plan.engines.dsv4_layout import RequestCharge
     from k3plan.engines.release import release_text
 
@@ -556,11 +560,15 @@ def dsv4_request_charge(
             ),
         )
     form = form_for_release(at)
-    pool = sglang_dsv4_pool(d, form=form, swa_ratio=swa_ratio)
+    # speculative decoding (a draft verifying spec_tokens + 1 tokens): the draft's layer in a full token and the longer
+    # rings, as the start check's pool reads a command's draft (sglang_dsv4_pool's ``speculative``)
+    speculative = spec_tokens > 0
+    pool = sglang_dsv4_pool(d, form=form, swa_ratio=swa_ratio, state_bytes=state_bytes, speculative=speculative)
     n128 = tuple(d.compress_ratios).count(128)
     # a request slot's c128 ring (FORM_0515_SOURCE), a fixed charge from 0.5.15; 0.5.13's form counts the rings in
     # its bytes a full token
-    ring = RING[128] * c128_row_bytes(d) * n128 if form in FIXED_C128_FORMS else 0
+    row, rows = c128_row_bytes(d, state_bytes), (SPEC_RING if speculative else RING)[128]
+    ring = rows * row * n128 if form in FIXED_C128_FORMS else 0
     if not ring:
         return RequestCharge(
             block_tokens=pool.page,
@@ -575,7 +583,7 @@ def dsv4_request_charge(
         source=f"SGLang's DeepSeek-V4 pool ({said} {form} form), {pool.source}",
         apart_bytes=ring,
         apart_source=(
-            f"its slot's c128 compressor-state ring, {RING[128]} rows x {c128_row_bytes(d):,} B x {n128} layers "
+            f"its slot's c128 compressor-state ring, {rows} rows x {row:,} B x {n128} layers "
             f"(SGLang from 0.5.15 preallocates one a running request: {FORM_0515_SOURCE})"
         ),
     )

@@ -57,6 +57,7 @@ from k3plan.engines.sglang.server_flags import KINDS as SERVER_FLAG_KINDS
 from k3plan.engines.sglang.server_flags import RANGES as SERVER_FLAG_RANGES
 from k3plan.engines.sglang.server_flags import RELEASES as SERVER_FLAG_RELEASES
 from k3plan.engines.sglang.spec import read_speculative
+from k3plan.engines.sglang.vision import V41_VISION_AT, V41_VISION_LM_ONLY_FROM, v41_vision_refused
 from k3plan.engines.stack_sections import Cite, Source
 from k3plan.errors import K3PlanError
 from k3plan.units import GiB
@@ -340,11 +341,8 @@ def _deepseek_v4(r: Reading) -> bool:
 V41_FROM: Release = (0, 5, 21)
 
 
-# DeepSeek-V4.1's vision tower and the parallelism SGLang builds it under (models/deepseek_v4.py
-# DeepseekV4ForCausalLM.__init__): 0.5.21 builds it whatever --language-model-only says and refuses any MoE all-to-all;
-# from 0.5.22 --language-model-only drops it and MegaMoE on CUDA is allowed (sglang 0.5.21, 0.5.22 and 0.5.23 wheels)
-V41_VISION_LM_ONLY_FROM: Release = (0, 5, 22)
-V41_VISION_AT = "DeepseekV4ForCausalLM.__init__ (self.vision = ViT(args))"
+# DeepSeek-V4.1's vision tower and the parallelism SGLang builds it under: engines/sglang/vision.py
+# (V41_VISION_LM_ONLY_FROM, V41_VISION_AT, v41_vision_refused)
 
 
 def v41_vision(r: Reading) -> None:
@@ -362,17 +360,10 @@ def v41_vision(r: Reading) -> None:
     elif lm_only:
         return
     a2a = r.options.get("moe_a2a_backend", SGLANG_A2A_DEFAULT)
-    allowed = a2a == "none" or (not old and a2a == "megamoe" and not r.device_name.startswith("amd-"))
-    if r.pp == 1 and allowed:
+    refused = v41_vision_refused(a2a=a2a, pp=r.pp, amd=r.device_name.startswith("amd-"), old=old)
+    if refused is None:
         return
-    text, at = (
-        ("V4.1 vision currently supports TP/EP/DP without CP, PP or MoE A2A", "sglang 0.5.21 wheel (PyPI)")
-        if old
-        else (
-            "V4.1 vision supports TP/EP/DP without CP or PP; MoE A2A requires CUDA MegaMoE",
-            "sglang 0.5.22 wheel (PyPI)",
-        )
-    )
+    text, at = refused
     raise K3PlanError(
         f"--serve: DeepSeek-V4.1's vision tower with --pp-size {r.pp} and --moe-a2a-backend {a2a}: SGLang refuses it "
         f"at start, 'ValueError: {text}' ({at}, sglang/srt/models/deepseek_v4.py {V41_VISION_AT}); remove them"
