@@ -25,6 +25,7 @@ from k3plan.engines.serve_values import (
 )
 from k3plan.engines.torchtpu_vllm import ENGINE as TORCHTPU
 from k3plan.engines.tpu_inference import serve as tpu_inference_serve
+from k3plan.engines.tpu_inference.llm_class import translate  # noqa: F401  # engines.serve's hook: LLM-class scripts
 from k3plan.engines.vllm import frontend
 from k3plan.engines.vllm.all2all_buffers import A2A_ENV, HT_NO_GRAPHS_SOURCE, ht_disables_graphs, read_a2a_env
 from k3plan.engines.vllm.attention_config import SM100_FAMILY, fp4_indexer, read_attention
@@ -838,6 +839,12 @@ def read(r: Reading) -> None:
     if tpu_inference_serve.routes(r):
         tpu_inference_serve.read(r)
         return
+    unset = [f for f in ("--max-num-batched-tokens", "--max-num-seqs") if f not in r.flags]
+    if r.llm_class is not None and unset:
+        raise K3PlanError(
+            f"--serve: {r.llm_class} starts vLLM's LLM class (UsageContext.LLM_CLASS), whose defaults k3plan reads "
+            f"for tpu-inference's route only (a TPU command with --additional-config sharding); give {unset[0]}"
+        )
     get = r.get
     flag_model = get("--model", "")
     r.model = r.model or flag_model
