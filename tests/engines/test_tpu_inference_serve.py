@@ -755,6 +755,19 @@ def test_enforce_eager_skips_the_start_compile(cli):
     ],
 )
 def test_llm_class_bad_input_one_line(cli, cmd):
+    """An lm_eval command without --model vllm or pretrained=, a model_args fragment without '=', a flag lm_eval
+    does not take, the offline script without --model: one line, exit 2."""
     r = cli("fit", "-H", "tpu-v7x", "-t", "2x2x1", "--serve", cmd, "--json")
     assert r.exit_code == 2
     assert r.output.count("\n") <= 1
+
+
+def test_llm_class_on_a_gpu_refused_where_its_defaults_are_unread(cli):
+    """On a GPU the LLM class's own defaults (vLLM's LLM_CLASS tiers) are not read: lm_eval there needs the chunk
+    and the batch given; tpu-inference's offline script is refused by name."""
+    lm = "lm_eval --model vllm --model_args pretrained=moonshotai/Kimi-K2.6,tensor_parallel_size=8"
+    r = cli("fit", "-H", "nvidia-h200", "-t", "8", "--serve", lm, "--json")
+    assert r.exit_code == 2 and "LLM_CLASS" in r.output
+    off = "python examples/offline_inference.py --model moonshotai/Kimi-K2.6 --tensor-parallel-size 8"
+    r = cli("fit", "-H", "nvidia-h200", "-t", "8", "--serve", off, "--json")
+    assert r.exit_code == 2 and "TPU" in r.output

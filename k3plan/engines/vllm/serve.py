@@ -839,6 +839,11 @@ def read(r: Reading) -> None:
     if tpu_inference_serve.routes(r):
         tpu_inference_serve.read(r)
         return
+    if r.llm_class == tpu_inference_serve.OFFLINE:  # routes() takes it on a TPU
+        raise K3PlanError(
+            f"--serve: {r.llm_class} is tpu-inference's script (examples/offline_inference.py), which runs on a TPU; "
+            "price it with a TPU -H"
+        )
     unset = [f for f in ("--max-num-batched-tokens", "--max-num-seqs") if f not in r.flags]
     if r.llm_class is not None and unset:
         raise K3PlanError(
