@@ -763,11 +763,24 @@ def test_llm_class_bad_input_one_line(cli, cmd):
 
 
 def test_llm_class_on_a_gpu_refused_where_its_defaults_are_unread(cli):
-    """On a GPU the LLM class's own defaults (vLLM's LLM_CLASS tiers) are not read: lm_eval there needs the chunk
-    and the batch given; tpu-inference's offline script is refused by name."""
+    """On a GPU the LLM class's own defaults (vLLM's LLM_CLASS tiers) are read at 0.11.0-0.20.x only: lm_eval at
+    another release needs the chunk and the batch given; tpu-inference's offline script is refused by name."""
     lm = "lm_eval --model vllm --model_args pretrained=moonshotai/Kimi-K2.6,tensor_parallel_size=8"
     r = cli("fit", "-H", "nvidia-h200", "-t", "8", "--serve", lm, "--json")
     assert r.exit_code == 2 and "LLM_CLASS" in r.output
+    # at a release whose LLM_CLASS entries were read (vllm/serve.py LLM_CLASS_SOURCE): an H200 (>= 70 GiB) takes
+    # 16,384 batched tokens and 1,024 sequences, where vllm serve takes 8,192 / 1,024
+    q = parse_serve(lm, platform="gpu", device_gib=141, device_name="nvidia-h200", release=(0, 20, 0))
+    served = parse_serve(
+        "vllm serve moonshotai/Kimi-K2.6 --tensor-parallel-size 8",
+        platform="gpu",
+        device_gib=141,
+        device_name="nvidia-h200",
+        release=(0, 20, 0),
+    )
+    assert (q.chunk, q.batch, served.chunk, served.batch) == (16384, 1024, 8192, 1024)
+    q = parse_serve(lm, platform="gpu", device_gib=44, device_name="nvidia-l40s", release=(0, 20, 0))
+    assert (q.chunk, q.batch) == (8192, 256)
     off = "python examples/offline_inference.py --model moonshotai/Kimi-K2.6 --tensor-parallel-size 8"
     r = cli("fit", "-H", "nvidia-h200", "-t", "8", "--serve", off, "--json")
     assert r.exit_code == 2 and "TPU" in r.output
