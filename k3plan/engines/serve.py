@@ -1062,6 +1062,10 @@ def parse_serve(
     (vLLM's max_num_seqs and max_num_batched_tokens, SGLang's chunked_prefill_size). ``release`` / ``release_post``:
     the release the command runs and its post-release number (k3plan.engines.release parse_release, parse_post)."""
     env, argv = _env_prefix(_split(command))
+    llm = None
+    for hook in (getattr(f, "translate", None) for f in FAMILIES):  # a script that starts a family's engine class
+        if hook is not None and llm is None:
+            argv, env, llm = hook(argv, env)
     family, model, rest = _family(argv)
     # without fit --engine-version a family's GPU command is read as the newest release k3plan read of its engine
     # (Engine.newest_release_read: engines/vllm/releases.py, engines/sglang/releases.py), where the engine names one
@@ -1099,6 +1103,9 @@ def parse_serve(
         release_post=release_post if not release_default else 0,
         resolve=model_of,
     )
+    if llm is not None:
+        r.llm_class = llm.kind
+        r.ignored += llm.ignored
     family.read(r)  # the family's flags, in its order, with the shared readers above
     resolved = model_of(r.model or "")  # a checkpoint k3plan cannot price is refused before any flag
     for spec in SPECULATIVE_FLAGS:

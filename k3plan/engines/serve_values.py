@@ -125,6 +125,10 @@ class Reading:
     async_scheduling: bool | None = None  # vLLM's --async-scheduling / --no-async-scheduling (None: not given)
     # config fields the command sets over the checkpoint's config before the model is built (read_hf_overrides)
     hf_overrides: tuple[tuple[str, int], ...] = ()
+    # vLLM's LLM class started by a script rather than vllm serve (UsageContext.LLM_CLASS: its own engine-argument
+    # defaults): the command's kind as the family that read it names it (engines/tpu_inference/llm_class.py); None:
+    # vllm serve (UsageContext.OPENAI_API_SERVER) or another engine's server
+    llm_class: str | None = None
     # the family's rule for --quantization on a checkpoint stored unquantized (the engine's online quantization):
     # (reading, method, bundled model) -> True where it prices it (setting its stack option), False to refuse it
     online_quant: Callable[[Any, str, str], bool] | None = None

@@ -721,3 +721,113 @@ def test_k3_without_dp_attention_refusals(cli, old, new, text):
     r = cli("fit", "-H", "tpu-v7x", "-t", "2x2x4", "--serve", K3_NO_DP.replace(old, new))
     assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1, r.output
     assert text in r.output, r.output
+
+
+# Kimi-K2.6's DP-attention command of the 8k lm_eval runs (tests/engines/cases/tpu-inference-kimi-k2.6-v7x8-dpattn-*),
+# its flags as lm_eval's model_args
+K26_ARGS = (
+    "pretrained=moonshotai/Kimi-K2.6,trust_remote_code=True,kv_cache_dtype=fp8,tensor_parallel_size=8,"
+    "max_model_len=8192,max_num_seqs=64,gpu_memory_utilization=0.978,block_size=256,"
+    'additional_config=\'{"sharding":{"sharding_strategy":{"enable_dp_attention":true}}}\''
+)
+K26_SERVE = (
+    "vllm serve moonshotai/Kimi-K2.6 --trust-remote-code --kv-cache-dtype fp8 --tensor-parallel-size 8 "
+    "--max-model-len 8192 --max-num-seqs 64 --gpu-memory-utilization 0.978 --block-size 256 "
+    '--additional-config \'{"sharding": {"sharding_strategy": {"enable_dp_attention": true}}}\''
+)
+K26_ENV = "NEW_MODEL_DESIGN=1 MODEL_IMPL_TYPE=vllm "
+
+
+def test_lm_eval_reads_as_the_llm_class(cli):
+    """lm_eval --model vllm (engines/tpu_inference/llm_class.py LM_EVAL_SOURCE): each model_args key is the EngineArgs
+    flag, lm_eval's own flags are listed, and the chunk left unset is vLLM's LLM_CLASS default 8,192 (serve.py
+    DEFAULT_CHUNK_LLM_CLASS), not vllm serve's 2,048; the same flags with the chunk given read as vllm serve does."""
+    lm = f"lm_eval --model vllm --model_args {K26_ARGS} --tasks mmlu_pro --batch_size auto --output_path /tmp/o"
+    q = parse_serve(K26_ENV + lm, platform="tpu")
+    served = parse_serve(K26_ENV + K26_SERVE, platform="tpu")
+    assert (q.chunk, served.chunk) == (8192, 2048)
+    assert {"lm_eval --tasks", "lm_eval --batch_size", "lm_eval --output_path"} <= set(q.ignored)
+    given = parse_serve(
+        K26_ENV + lm.replace("block_size=256", "block_size=256,max_num_batched_tokens=1024"), platform="tpu"
+    )
+    a = _fit(cli, K26_ENV + lm.replace("block_size=256", "block_size=256,max_num_batched_tokens=1024"))["engine"]
+    b = _fit(cli, K26_ENV + K26_SERVE + " --max-num-batched-tokens 1024")["engine"]
+    assert given.chunk == 1024
+    assert (a["weights_bytes"], a["kv_pool_bytes"], a["kv_pool_tokens"]) == (
+        b["weights_bytes"],
+        b["kv_pool_bytes"],
+        b["kv_pool_tokens"],
+    )
+
+
+def test_offline_script_takes_its_defaults_and_env():
+    """examples/offline_inference.py (llm_class.py OFFLINE_SOURCE): max_model_len 1,024 and SKIP_JAX_PRECOMPILE=1 by
+    default, vLLM's LLM-class chunk; a value the command sets wins (os.environ.setdefault, parser defaults)."""
+    flags = K26_SERVE.removeprefix("vllm serve moonshotai/Kimi-K2.6").replace("--max-model-len 8192 ", "")
+    for head in (
+        "python examples/offline_inference.py",
+        "python3 -m examples.offline_inference",
+        "python3 /x/examples/offline_inference.py",
+    ):
+        q = parse_serve(f"{K26_ENV}{head} --model moonshotai/Kimi-K2.6 {flags} --max-tokens 64", platform="tpu")
+        assert (q.context, q.chunk) == (1024, 8192)
+        assert q.stack_options.get("skip_jax_precompile") == "1"
+        assert "offline_inference.py --max-tokens" in q.ignored
+    q = parse_serve(
+        f"{K26_ENV}python examples/offline_inference.py --model moonshotai/Kimi-K2.6 {flags} --max-model-len 4096",
+        platform="tpu",
+    )
+    assert q.context == 4096
+
+
+def test_enforce_eager_skips_the_start_compile(cli):
+    """--enforce-eager on tpu-inference (serve.py EAGER_SOURCE): capture_model returns as under SKIP_JAX_PRECOMPILE=1."""
+    cmd = K26_ENV + K26_SERVE + " --max-num-batched-tokens 4096"
+    compiled = _fit(cli, cmd)["engine"]
+    eager = _fit(cli, cmd + " --enforce-eager")["engine"]
+    assert compiled["starts"] is False and eager["starts"] is True
+    assert "skip_jax_precompile=1" in eager["serve"]["stack"]
+    assert any(c.startswith("--enforce-eager: no step is compiled at start") for c in eager["serve"]["caveats"])
+
+
+@pytest.mark.parametrize(
+    "cmd",
+    [
+        "lm_eval --model hf --model_args pretrained=moonshotai/Kimi-K2.6",
+        "lm_eval --model_args pretrained=moonshotai/Kimi-K2.6",
+        "lm_eval --model vllm --model_args tensor_parallel_size=8",
+        "lm_eval --model vllm --model_args pretrained=moonshotai/Kimi-K2.6,oops",
+        "lm_eval --model vllm --model_args pretrained=moonshotai/Kimi-K2.6 --nonsense 1",
+        "python examples/offline_inference.py --tensor-parallel-size 8",
+    ],
+)
+def test_llm_class_bad_input_one_line(cli, cmd):
+    """An lm_eval command without --model vllm or pretrained=, a model_args fragment without '=', a flag lm_eval
+    does not take, the offline script without --model: one line, exit 2."""
+    r = cli("fit", "-H", "tpu-v7x", "-t", "2x2x1", "--serve", cmd, "--json")
+    assert r.exit_code == 2
+    assert r.output.count("\n") <= 1
+
+
+def test_llm_class_on_a_gpu_refused_where_its_defaults_are_unread(cli):
+    """On a GPU the LLM class's own defaults (vLLM's LLM_CLASS tiers) are read at 0.11.0-0.20.x only: lm_eval at
+    another release needs the chunk and the batch given; tpu-inference's offline script is refused by name."""
+    lm = "lm_eval --model vllm --model_args pretrained=moonshotai/Kimi-K2.6,tensor_parallel_size=8"
+    r = cli("fit", "-H", "nvidia-h200", "-t", "8", "--serve", lm, "--json")
+    assert r.exit_code == 2 and "LLM_CLASS" in r.output
+    # at a release whose LLM_CLASS entries were read (vllm/serve.py LLM_CLASS_SOURCE): an H200 (>= 70 GiB) takes
+    # 16,384 batched tokens and 1,024 sequences, where vllm serve takes 8,192 / 1,024
+    q = parse_serve(lm, platform="gpu", device_gib=141, device_name="nvidia-h200", release=(0, 20, 0))
+    served = parse_serve(
+        "vllm serve moonshotai/Kimi-K2.6 --tensor-parallel-size 8",
+        platform="gpu",
+        device_gib=141,
+        device_name="nvidia-h200",
+        release=(0, 20, 0),
+    )
+    assert (q.chunk, q.batch, served.chunk, served.batch) == (16384, 1024, 8192, 1024)
+    q = parse_serve(lm, platform="gpu", device_gib=44, device_name="nvidia-l40s", release=(0, 20, 0))
+    assert (q.chunk, q.batch) == (8192, 256)
+    off = "python examples/offline_inference.py --model moonshotai/Kimi-K2.6 --tensor-parallel-size 8"
+    r = cli("fit", "-H", "nvidia-h200", "-t", "8", "--serve", off, "--json")
+    assert r.exit_code == 2 and "TPU" in r.output

@@ -34,6 +34,7 @@ from k3plan.engines.serve_values import (
     refuse_unpriced,
     suffix_int,
 )
+from k3plan.engines.tpu_inference.llm_class import OFFLINE
 from k3plan.errors import K3PlanError
 from k3plan.units import fmt_gib
 
@@ -116,6 +117,10 @@ DEFAULT_SEQS_SOURCE = (
 # reader; a floor for multimodal prefix-LM models (0.26.0: model_type gemma3, paligemma, ..., not Kimi's or
 # DeepSeek's); a >= 160 GiB tier (0.28.0) that device_memory 0 does not reach
 DEFAULT_CHUNK_SERVE = 2048
+# the same table's LLM_CLASS entry: vLLM's LLM class (examples/offline_inference.py, lm_eval's vllm backend:
+# engines/tpu_inference/llm_class.py), read in the vllm 0.16.0 and 0.20.0 wheels (device_memory 0: {LLM_CLASS: 8192,
+# OPENAI_API_SERVER: 2048}; max_num_seqs {LLM_CLASS: 256, OPENAI_API_SERVER: 256}, so DEFAULT_MAX_NUM_SEQS holds)
+DEFAULT_CHUNK_LLM_CLASS = 8192
 DEFAULT_CHUNK_SOURCE = (
     "vllm/engine/arg_utils.py EngineArgs.get_batch_defaults and _set_default_max_num_seqs_and_batched_tokens_args "
     "(the vllm 0.13.0-0.34.0 wheels: device_memory 0 when get_device_total_memory raises -> OPENAI_API_SERVER 2048; "
@@ -359,6 +364,8 @@ def routes(r: Reading) -> bool:
     """Whether this ``vllm serve`` is tpu-inference's: on a TPU, with a "sharding" key in --additional-config
     (malformed JSON there is refused in one line, as vLLM's parser refuses it)."""
     extra = r.flags.get(ADDITIONAL)
+    if r.platform == "tpu" and r.llm_class == OFFLINE:  # tpu-inference's own script (llm_class.py OFFLINE_SOURCE)
+        return True
     return r.platform == "tpu" and extra is not None and "sharding" in json_object(ADDITIONAL, extra)
 
 
@@ -366,7 +373,14 @@ def _additional(r: Reading) -> int:
     """--additional-config: the sharding strategy (enable_dp_attention, tensor_parallelism and expert_parallelism
     read: the mesh, returned as the ways its ATTN_DATA_EXPERT axes split; other keys refused), the compile sizes,
     the sparse matmul and replicate_attn_weights (no memory effect); any other key refused."""
-    extra = json_object(ADDITIONAL, r.get(ADDITIONAL))
+    raw = r.get(ADDITIONAL)
+    if raw is None:  # tpu-inference's offline script without a sharding strategy (routes)
+        raise K3PlanError(
+            "--serve: tpu-inference without --additional-config sharding_strategy enable_dp_attention: from "
+            f"b8692ff0 it refuses an MLA model so ({SOURCE} tpu_inference/platforms/tpu_platform.py "
+            f"TpuPlatform.check_and_update_config); {UNROUTED_NOTE[UNROUTED_NOTE.index('tpu-inference') :].removesuffix(')')}"
+        )
+    extra = json_object(ADDITIONAL, raw)
     for key in sorted(extra):
         if key in ADDITIONAL_IGNORED:
             r.ignored.append(f"{ADDITIONAL} {key}")
@@ -686,6 +700,33 @@ def _env(r: Reading, expert_ways: int) -> None:
     r.ignored += [f"{k}={env[k]}" for k in listed if k in env]
 
 
+# --enforce-eager: vllm serve's ModelConfig.enforce_eager, which tpu-inference's start reads as it reads
+# SKIP_JAX_PRECOMPILE since "Support --enforce-eager" (#907, vllm-project/tpu-inference@f7dad5d8, 2025-10-21, an
+# ancestor of 0998d381 and 56b1e079): CompilationManager.capture_model returns on either, and TPUWorker skips the
+# sampling / logprobs precompiles on either (EAGER_SOURCE): stack option skip_jax_precompile alike
+EAGER_SOURCE = (
+    "vllm-project/tpu-inference@0998d381 tpu_inference/runner/compilation_manager.py CompilationManager.capture_model "
+    "(if envs.SKIP_JAX_PRECOMPILE or self.runner.model_config.enforce_eager: return) and worker/tpu_worker.py "
+    "(_precompile_sampling / _precompile_gather_logprobs only if neither); the same at 56b1e079; from f7dad5d8 (#907)"
+)
+
+
+def _enforce_eager(r: Reading, raw: str | None) -> None:
+    """--enforce-eager (EAGER_SOURCE): no step compiled at start, as SKIP_JAX_PRECOMPILE=1 (stack option
+    skip_jax_precompile); --no-enforce-eager / false: vLLM's default, listed."""
+    if raw is None:
+        return
+    if not env_on(raw):
+        r.ignored.append("--enforce-eager false")
+        return
+    r.options["skip_jax_precompile"] = "1"
+    r.caveats.append(
+        f"--enforce-eager: no step is compiled at start ({EAGER_SOURCE}), so the start verdict holds no compiled "
+        "step's temporaries; the first batch that reaches a token bucket compiles it then, in the HBM "
+        "--gpu-memory-utilization leaves"
+    )
+
+
 def _default_chunk(r: Reading, seqs: str | None) -> None:
     """--max-num-batched-tokens unset: vLLM's vllm serve default under tpu-inference (DEFAULT_CHUNK_SOURCE), 2,048
     capped at max_num_seqs x max_model_len; with chunked prefill turned off the cap path differs and is refused."""
@@ -698,13 +739,20 @@ def _default_chunk(r: Reading, seqs: str | None) -> None:
             "here; give --max-num-batched-tokens"
         )
     batch = flag_int("--max-num-seqs", str(seqs)) if seqs is not None else DEFAULT_MAX_NUM_SEQS
-    chunk = DEFAULT_CHUNK_SERVE
+    chunk = DEFAULT_CHUNK_LLM_CLASS if r.llm_class is not None else DEFAULT_CHUNK_SERVE
     if r.context is not None:
         chunk = min(chunk, batch * r.context)
     r.chunk = chunk
+    r.chunk_source = (
+        f"vLLM's LLM-class default under tpu-inference ({r.llm_class}: {DEFAULT_CHUNK_SOURCE})"
+        if r.llm_class is not None
+        else r.chunk_source
+    )
+    which = f"vLLM's LLM class ({r.llm_class}: UsageContext.LLM_CLASS)" if r.llm_class else "vLLM's vllm serve"
+    other = "vllm serve would take 2,048" if r.llm_class else "vLLM's LLM class would take 8,192"
     r.caveats.append(
-        f"--max-num-batched-tokens unset: {chunk:,}, vLLM's vllm serve default under tpu-inference "
-        f"({DEFAULT_CHUNK_SOURCE}); vLLM's LLM class would take 8,192"
+        f"--max-num-batched-tokens unset: {chunk:,}, {which} default under tpu-inference ({DEFAULT_CHUNK_SOURCE}); "
+        f"{other}"
     )
 
 
@@ -907,6 +955,7 @@ def read(r: Reading) -> None:
             "when none is given; remove it"
         )
     _env(r, expert_ways)
+    _enforce_eager(r, get("--enforce-eager", None))
     _int4_scales(r)
     if r.options.get("moe_requantize_weight_dtype") == "fp4":
         if r.model.strip().rstrip("/").lower() not in FP8_EXPERT_MODELS | INT4_EXPERT_MODELS | DSV4_EXPERT_MODELS:

@@ -25,6 +25,7 @@ from k3plan.engines.serve_values import (
 )
 from k3plan.engines.torchtpu_vllm import ENGINE as TORCHTPU
 from k3plan.engines.tpu_inference import serve as tpu_inference_serve
+from k3plan.engines.tpu_inference.llm_class import translate  # noqa: F401  # engines.serve's hook: LLM-class scripts
 from k3plan.engines.vllm import frontend
 from k3plan.engines.vllm.all2all_buffers import A2A_ENV, HT_NO_GRAPHS_SOURCE, ht_disables_graphs, read_a2a_env
 from k3plan.engines.vllm.attention_config import SM100_FAMILY, fp4_indexer, read_attention
@@ -73,6 +74,16 @@ VLLM_DEFAULTS_SOURCE = (
     "and not an A100: 8192 / 1024, else 2048 / 256)"
 )
 VLLM_LARGE_GPU_GIB = 70
+# vLLM's LLM class (UsageContext.LLM_CLASS: lm_eval's vllm backend, a script's LLM(...); engines/tpu_inference/
+# llm_class.py reads the commands) takes its own entries of the same tables: a device of >= 70 GiB that is not an A100
+# 16,384 batched tokens and 1,024 sequences, any other 8,192 and 256 (the OpenAI server's 8,192 / 1,024 and
+# 2,048 / 256). Read in the vllm 0.11.0, 0.11.2, 0.13.0, 0.14.1, 0.16.0, 0.18.0 and 0.20.0 wheels (PyPI)
+# vllm/engine/arg_utils.py (_set_default_args / get_batch_defaults); a GPU command of another release leaves them unread
+LLM_CLASS_READ = ((0, 11, 0), (0, 20, 99))
+LLM_CLASS_SOURCE = (
+    "vllm 0.11.0-0.20.0 wheels (PyPI) vllm/engine/arg_utils.py EngineArgs._set_default_args / get_batch_defaults "
+    "(LLM_CLASS: >= 70 GiB and not an A100: 16384 / 1024, else 8192 / 256)"
+)
 # vLLM's default max_num_seqs is cut to max_num_batched_tokens from 0.10.1 (EngineArgs._set_default_args_v1:
 # min(default_max_num_seqs[usage_context], self.max_num_batched_tokens), read in the 0.10.1, 0.10.2 and 0.11.0
 # wheels (PyPI); 0.8.5, 0.9.2 and 0.10.0 set the default as it is), and the scheduler's config refuses fewer batched
@@ -892,6 +903,19 @@ def read(r: Reading) -> None:
     if tpu_inference_serve.routes(r):
         tpu_inference_serve.read(r)
         return
+    if r.llm_class == tpu_inference_serve.OFFLINE:  # routes() takes it on a TPU
+        raise K3PlanError(
+            f"--serve: {r.llm_class} is tpu-inference's script (examples/offline_inference.py), which runs on a TPU; "
+            "price it with a TPU -H"
+        )
+    unset = [f for f in ("--max-num-batched-tokens", "--max-num-seqs") if f not in r.flags]
+    read_gpu = r.platform != "tpu" and r.release is not None and LLM_CLASS_READ[0] <= r.release <= LLM_CLASS_READ[1]
+    if r.llm_class is not None and unset and not read_gpu:
+        raise K3PlanError(
+            f"--serve: {r.llm_class} starts vLLM's LLM class (UsageContext.LLM_CLASS), whose defaults k3plan reads "
+            "for tpu-inference's route (a TPU command with --additional-config sharding) and on a GPU at vLLM "
+            f"0.11.0-0.20.x (fit --engine-version; {LLM_CLASS_SOURCE}); give {unset[0]}"
+        )
     get = r.get
     flag_model = get("--model", "")
     r.model = r.model or flag_model
@@ -1047,8 +1071,11 @@ def read(r: Reading) -> None:
         and r.device_gib is not None
         and r.device_gib >= VLLM_HUGE_GPU_GIB
     )
+    llm = r.llm_class is not None  # read_gpu above: 0.11.0-0.20.x, no huge tier, no 0.8.4 names
     source = (
-        VLLM_HUGE_SOURCE
+        LLM_CLASS_SOURCE
+        if llm
+        else VLLM_HUGE_SOURCE
         if huge
         else VLLM_LARGE_BY_NAME_SOURCE
         if by_name
@@ -1069,7 +1096,7 @@ def read(r: Reading) -> None:
         source = BATCHED_DP_SOURCE
         r.chunk_source = f"vLLM's default max_num_batched_tokens {r.chunk}: {source}{doubled}"
     elif r.chunk is None:
-        r.chunk = (16384 if huge else 8192 if large else 2048) * scale
+        r.chunk = ((16384 if large else 8192) if llm else 16384 if huge else 8192 if large else 2048) * scale
         r.chunk_source = f"vLLM's default max_num_batched_tokens {r.chunk}: {source}{doubled}"
     old_read = r.platform != "tpu" and r.release is not None and BATCH_CHECK_READ[0] <= r.release < BATCH_CHECK_READ[1]
     if seqs is None:
