@@ -223,3 +223,25 @@ def test_deepep_tokens_above_the_dispatcher_s_assert_refused():
             platform="gpu",
             release=parse_release("0.5.15"),
         )
+
+
+def test_deepep_buffer_off_nvidia_said_not_priced(cli):
+    """engines/sglang/deepep.py sizes DeepEP's CUDA build: on an AMD GPU the buffer is named, not priced."""
+    got = _engine(cli, V3 + " --moe-a2a-backend deepep", "0.5.15", "amd-mi300x")
+    assert got["non_torch_bytes"] == 0
+    assert any("DeepEP's all-to-all buffer on amd-mi300x" in c for c in got["serve"]["caveats"])
+
+
+def test_deepep_buffer_groups_beyond_one_nvlink_domain_take_the_larger_rdma():
+    """Over 16 ranks DeepEP's normal RDMA hint (channels x 2 RDMA ranks x 140 tokens: the dispatch Config rounds 128 up
+    to a multiple of its 20 send tokens, the combine's to 132 of 12; slots twice, + 1 MiB) and the low-latency one share one NVSHMEM buffer, the larger (get_deepep_buffer's
+    max); the NVLink buffer is DeepEP's 16-rank default, 10 channels x 8 peers x 288 tokens with (2 x 2 + 3) ints."""
+    from k3plan.engines.sglang.deepep import sglang_deepep_buffer
+
+    got = sglang_deepep_buffer(mode="normal", ranks=16, hidden=7168, experts=256, tokens=128, configs=None)
+    assert got is not None
+    nvl = -(-(10 * 8 * 7 * 4 + 10 * 8 * 288 * SLOT) // 128) * 128
+    rdma = -(-(10 * 2 * 18 * 2 * 4 + 10 * 2 * 140 * (SLOT + 16) * 2 + 1048576) // 128) * 128
+    assert got[0] == nvl + 8 * 20 + WORKSPACE + rdma
+    auto = sglang_deepep_buffer(mode="auto", ranks=16, hidden=7168, experts=256, tokens=128, configs=None)
+    assert auto is not None and auto[0] == nvl + 8 * 20 + WORKSPACE + max(rdma, _ll(128))

@@ -1650,6 +1650,12 @@ def deepep_config(r: Reading, mode: str | None = None) -> None:
                 f"({DEEPEP_BUFFER_SOURCE})"
             )
     r.deepep = (mode or "auto", configs, tokens)
+    if not r.device_name.startswith("nvidia-"):  # DeepEP's CUDA build is the one read (engines/sglang/deepep.py)
+        r.caveats.append(
+            f"DeepEP's all-to-all buffer on {r.device_name or 'this GPU'}, made at the first dispatch after SGLang "
+            "sizes its pool out of what --mem-fraction-static leaves, is not priced by k3plan (engines/sglang/deepep.py "
+            "sizes DeepEP's CUDA build)"
+        )
 
 
 # --flashinfer-mxfp4-moe-precision (its choices by release: engines/sglang/server_flags.py CHOICES): the activation
