@@ -871,6 +871,9 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
             symm_mem_source=served.symm_mem_source,
             # --moe-a2a-backend megamoe's buffer, after the pool out of the same share (engines/sglang/mega_moe.py)
             mega_moe=_sglang_mega_moe(served, setup),
+            # --moe-a2a-backend deepep's buffer, at the first dispatch after the pool, out of the same share
+            # (engines/sglang/deepep.py)
+            deepep=_sglang_deepep(served, setup, vendor=hw.vendor),
             # DeepSeek-V4's shared expert split over the whole TP group into partial fp8 blocks: refused while the
             # model is built (engines/sglang/fp8_block.py); --tp-size is the attention TP x DP under DP attention,
             # where the command's reading says SGLang splits it so (engines/sglang/serve.py mlp_whole_tp: whole
@@ -1180,6 +1183,27 @@ def _sglang_mega_moe(served, setup: Setup) -> tuple[int, str] | None:
         top_k=spec.moe.top_k,
         hidden=spec.hidden_size,
         intermediate=spec.moe.expert_intermediate,
+    )
+
+
+def _sglang_deepep(served, setup: Setup, *, vendor: str) -> tuple[int, str] | None:
+    """SGLang's DeepEP buffer a GPU where the command builds one (engines/sglang/serve.py deepep_config), over the TP
+    group (x the DP-attention groups: SGLang's --tp-size), the MoE layer's global experts (routed + redundant); None
+    elsewhere, and on a GPU other than NVIDIA's (DeepEP's CUDA build: engines/sglang/deepep.py)."""
+    from k3plan.engines.sglang.deepep import sglang_deepep_buffer
+
+    spec = setup.model.spec
+    if served is None or served.deepep is None or spec.moe is None or vendor != "nvidia":
+        return None
+    mode, configs, tokens = served.deepep
+    redundant = served.eplb[0] if served.eplb else 0
+    return sglang_deepep_buffer(
+        mode=mode,
+        ranks=setup.parallel.tp * (setup.parallel.dp if setup.stack.dp_attention else 1),
+        hidden=spec.hidden_size,
+        experts=spec.moe.num_experts + redundant,
+        tokens=tokens,
+        configs=configs,
     )
 
 

@@ -880,6 +880,9 @@ class ServeQuestion:
     # mega_moe; sized in app/fit.py where the model is known: engines/sglang/mega_moe.py); 0: none priced
     mega_moe_cap: int = 0
     mega_moe_fp4_acts: bool = False
+    # SGLang's DeepEP buffer as read: (mode, configs, tokens a rank), sized in app/fit.py where the model is known
+    # (engines/sglang/deepep.py); None: none built
+    deepep: Any = None
     # vLLM's --decode-context-parallel-size, SGLang's --dcp-size: each rank of the group holds 1/dcp of a request's
     # attention KV (the start check prices it: engines/vllm/memory.py vllm_kv_pool, engines/sglang/memory.py
     # sglang_kv_pool); 1: none
@@ -1235,6 +1238,7 @@ def parse_serve(
         symm_mem_source=r.symm_mem_source,
         mega_moe_cap=r.mega_moe_cap,
         mega_moe_fp4_acts=r.mega_moe_fp4_acts,
+        deepep=r.deepep,
         dcp=r.dcp,
         lm_head_whole_tp=r.lm_head_whole_tp,
         shared_expert_whole=r.shared_expert_whole,

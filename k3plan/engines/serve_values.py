@@ -220,6 +220,9 @@ class Reading:
     # 0: none priced
     mega_moe_cap: int = 0
     mega_moe_fp4_acts: bool = False
+    # SGLang's DeepEP buffer where the command builds one (engines/sglang/serve.py deepep_config): (--deepep-mode,
+    # --deepep-config's (dispatch, combine) configs or None, SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK); None: none
+    deepep: Any = None
     # environment variables the family's reader priced (not listed as ignored, k3plan.engines.serve.IGNORED_ENV)
     env_read: set[str] = field(default_factory=set)
 

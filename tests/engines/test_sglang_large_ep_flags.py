@@ -8,14 +8,17 @@ DeepSeek PD-disaggregation / large-scale EP commands), each priced from SGLang's
   FusedMoE, held on every EP rank beside its routed share (num_local_experts = routed // ep + 1) and split over
   moe_tp_size = tp // ep: without EP 1/tp, as the unfused MLP (no memory effect); on an AMD GPU under EP (fused from
   0.5.6) one whole a GPU at ep = tp, which the flag returns to 1/tp;
-- --deepep-mode: DeepEP's buffer is built at the first dispatch, after the pool is sized, and normal mode's CUDA-graph
-  switch-off comes after mem_fraction_static is derived: nothing the pool sees;
+- --deepep-mode: which buffers DeepEP's Buffer holds (normal: NVLink; low_latency: the low-latency RDMA; auto: both),
+  built at the first dispatch, after the pool is sized, and normal mode's CUDA-graph switch-off comes after
+  mem_fraction_static is derived: the pool as without it, the buffer priced after it (engines/sglang/deepep.py);
 - --deepep-config: the normal-mode buffer's sizes, built like every DeepEP buffer at the first dispatch, after the pool
-  is sized (ModelRunner.initialize runs no forward between load_model and init_memory_pool): given as JSON, read and the
-  buffer's growth over DeepEP's defaults named in a caveat, the pool unchanged; a config file (contents unreadable)
-  still refused where a DeepEP all-to-all builds that buffer; without one (SGLang's default --moe-a2a-backend none) it
-  sizes nothing and is listed as ignored (sglang 0.5.15 wheel, token_dispatcher/deepep.py DeepEPConfig: read by the
-  DeepEP buffer alone). SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK (the low-latency buffer's token cap) likewise.
+  is sized (ModelRunner.initialize runs no forward between load_model and init_memory_pool): given as JSON, read into
+  the buffer, the pool unchanged; a config file (contents unreadable) still refused where a DeepEP all-to-all builds
+  that buffer; without one (SGLang's default --moe-a2a-backend none) it sizes nothing and is listed as ignored (sglang
+  0.5.15 wheel, token_dispatcher/deepep.py DeepEPConfig: read by the DeepEP buffer alone).
+  SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK (the low-latency buffer's token cap) likewise;
+- the buffer comes out of what --mem-fraction-static leaves after the pool: where it does not fit, SGLang dies at its
+  first forward (engines/sglang/memory.py SGLANG_DEEPEP_OOM_AT).
 """
 
 from __future__ import annotations
@@ -109,13 +112,58 @@ def test_shared_expert_fusion_on_amd_under_ep_holds_a_whole_expert_a_rank(cli):
         assert "--disable-shared-experts-fusion" in off["serve"]["ignored"]
 
 
-@pytest.mark.parametrize("mode", ["auto", "normal", "low_latency"])
-def test_deepep_mode_moves_nothing_the_pool_sees(cli, mode):
+# DeepEP's sizes for DeepSeek-V3 (hidden 7168, 256 routed experts) over 8 ranks, by deepseek-ai/DeepEP@9af0e0d0
+# csrc/config.hpp: a normal-buffer slot is the bf16 hidden (2 x 7168 B) + 8 B SourceMeta + 128 x (8 + 4 + 4) B of top-k
+# and scales; channels x 8 peers x (2 x 1 + 3) ints ahead; the low-latency buffer 2 x send + 2 x receive + 2 x
+# signalling, the combine message (7168 / 128 x 4 + 2 x 7168 B) the larger, x experts x tokens; csrc/deep_ep.cpp adds
+# 8 x (4 + 8 + 8) B to the NVLink allocation and a 32 MiB workspace
+SLOT = 2 * 7168 + 8 + 128 * 16
+WORKSPACE = 32 * 2**20
+
+
+def _nvl(channels: int, recv: int = 256) -> int:
+    raw = channels * 8 * 5 * 4 + channels * 8 * recv * SLOT
+    return -(-raw // 128) * 128 + 8 * 20
+
+
+def _ll(tokens: int, experts: int = 256) -> int:
+    msg = 7168 // 128 * 4 + 2 * 7168
+    raw = 4 * experts * tokens * msg + 2 * -(-experts * 4 // 128) * 128
+    return (raw + 128) // 128 * 128
+
+
+@pytest.mark.parametrize(
+    ("mode", "buffer"),
+    [
+        ("auto", _nvl(10) + _ll(128) + WORKSPACE),  # Buffer.num_sms 20: 10 channels x 256 at 8 ranks
+        ("normal", _nvl(10) + WORKSPACE),
+        ("low_latency", _ll(128) + WORKSPACE),
+    ],
+)
+def test_deepep_mode_prices_its_buffer_after_the_pool(cli, mode, buffer):
     deepep = V3 + " --moe-a2a-backend deepep"
     base = _engine(cli, deepep, "0.5.15")
     got = _engine(cli, f"{deepep} --deepep-mode {mode}", "0.5.15")
     assert got["kv_pool_tokens"] == base["kv_pool_tokens"] and got["weights_bytes"] == base["weights_bytes"]
-    assert "--deepep-mode" in got["serve"]["ignored"]
+    assert got["non_torch_bytes"] == buffer and got["starts"]
+    assert "--deepep-mode" not in got["serve"]["ignored"]
+    # without a DeepEP all-to-all no buffer is built: the flag sizes nothing
+    plain = _engine(cli, f"{V3} --deepep-mode {mode}", "0.5.15")
+    assert "--deepep-mode" in plain["serve"]["ignored"] and plain["non_torch_bytes"] == 0
+
+
+def test_deepep_buffer_beyond_what_the_fraction_leaves_wont_start(cli):
+    """At 1,024 dispatch tokens a rank DeepSeek-V3's low-latency buffer is 4 x 256 x 1,024 combine messages (~13.8
+    GiB), more than --mem-fraction-static 0.95 leaves an H200 beside its pool (~7 GiB): SGLang sizes the pool, then
+    dies allocating the buffer at the decode graphs' first dispatch (memory.py SGLANG_DEEPEP_OOM_AT)."""
+    cmd = (
+        f"SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK=1024 {V3} --moe-a2a-backend deepep --mem-fraction-static 0.95"
+    )
+    got = _engine(cli, cmd, "0.5.15")
+    assert not got["starts"] and "DeepEP's buffer" in got["message"]
+    assert got["non_torch_bytes"] == _nvl(10) + _ll(1024) + WORKSPACE
+    # at the default 128 tokens it fits
+    assert _engine(cli, cmd.replace("=1024", "=128"), "0.5.15")["starts"]
 
 
 def test_deepep_config_without_a_deepep_all_to_all_sizes_nothing():
@@ -138,17 +186,17 @@ def test_deepep_config_without_a_deepep_all_to_all_sizes_nothing():
 TUNED = """'{"normal_dispatch":{"num_sms":96},"normal_combine":{"num_sms":96}}'"""
 
 
-def test_deepep_config_json_names_the_buffer_and_leaves_the_pool(cli):
+def test_deepep_config_json_sizes_the_buffer_and_leaves_the_pool(cli):
     """A --deepep-config given as JSON under --moe-a2a-backend deepep: DeepEP's NVLink buffer at 96 SMs holds 48
     channels x 256 tokens (DeepEP's Config defaults, csrc/deep_ep.cpp) against the default 10 x 256 (Buffer.num_sms 20,
-    get_dispatch_config), built after the pool: the pool and weights as without it, the growth named."""
+    get_dispatch_config), and 256 dispatch tokens a rank double the low-latency buffer; built after the pool: the pool
+    and weights as without them, the buffer priced after it."""
     deepep = V3 + " --moe-a2a-backend deepep"
     base = _engine(cli, deepep, "0.5.15")
     got = _engine(cli, f"SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK=256 {deepep} --deepep-config {TUNED}", "0.5.15")
     assert got["kv_pool_tokens"] == base["kv_pool_tokens"] and got["weights_bytes"] == base["weights_bytes"]
-    said = " ".join(got["serve"]["caveats"])
-    assert "12,288 channel-tokens a peer (DeepEP's default 2,560: 4.8x)" in said
-    assert "SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK=256" in said and "2.0x" in said
+    assert got["non_torch_bytes"] == _nvl(48) + _ll(256) + WORKSPACE
+    assert base["non_torch_bytes"] == _nvl(10) + _ll(128) + WORKSPACE
 
 
 @pytest.mark.parametrize(
@@ -175,3 +223,25 @@ def test_deepep_tokens_above_the_dispatcher_s_assert_refused():
             platform="gpu",
             release=parse_release("0.5.15"),
         )
+
+
+def test_deepep_buffer_off_nvidia_said_not_priced(cli):
+    """engines/sglang/deepep.py sizes DeepEP's CUDA build: on an AMD GPU the buffer is named, not priced."""
+    got = _engine(cli, V3 + " --moe-a2a-backend deepep", "0.5.15", "amd-mi300x")
+    assert got["non_torch_bytes"] == 0
+    assert any("DeepEP's all-to-all buffer on amd-mi300x" in c for c in got["serve"]["caveats"])
+
+
+def test_deepep_buffer_groups_beyond_one_nvlink_domain_take_the_larger_rdma():
+    """Over 16 ranks DeepEP's normal RDMA hint (channels x 2 RDMA ranks x 140 tokens: the dispatch Config rounds 128 up
+    to a multiple of its 20 send tokens, the combine's to 132 of 12; slots twice, + 1 MiB) and the low-latency one share one NVSHMEM buffer, the larger (get_deepep_buffer's
+    max); the NVLink buffer is DeepEP's 16-rank default, 10 channels x 8 peers x 288 tokens with (2 x 2 + 3) ints."""
+    from k3plan.engines.sglang.deepep import sglang_deepep_buffer
+
+    got = sglang_deepep_buffer(mode="normal", ranks=16, hidden=7168, experts=256, tokens=128, configs=None)
+    assert got is not None
+    nvl = -(-(10 * 8 * 7 * 4 + 10 * 8 * 288 * SLOT) // 128) * 128
+    rdma = -(-(10 * 2 * 18 * 2 * 4 + 10 * 2 * 140 * (SLOT + 16) * 2 + 1048576) // 128) * 128
+    assert got[0] == nvl + 8 * 20 + WORKSPACE + rdma
+    auto = sglang_deepep_buffer(mode="auto", ranks=16, hidden=7168, experts=256, tokens=128, configs=None)
+    assert auto is not None and auto[0] == nvl + 8 * 20 + WORKSPACE + max(rdma, _ll(128))

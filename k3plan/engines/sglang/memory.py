@@ -100,6 +100,13 @@ SGLANG_UNPRICED_AFTER_LOG = (
     "logged one; what the load adds outside the weights: cuBLAS, kernel modules)"
 )
 
+SGLANG_DEEPEP_OOM_AT = (
+    "DeepEP's Buffer.__init__ (deepseek-ai/DeepEP@9af0e0d0 csrc/deep_ep.cpp Buffer::Buffer: CUDA_CHECK(cudaMalloc) of "
+    "the NVLink buffer and workspace; Buffer::sync: internode::alloc of the RDMA bytes from NVSHMEM), built by sglang "
+    "0.5.15 / 0.5.23 wheels' sglang/srt/layers/moe/token_dispatcher/deepep.py DeepEPBuffer.get_deepep_buffer at the "
+    "first dispatch: the decode CUDA graphs' warm-up (Scheduler.init_all_cuda_graphs, after init_memory_pools) under "
+    "--deepep-mode auto / low_latency, the first request's forward under normal"
+)
 SGLANG_SYMM_OOM_AT = (
     "sglang 0.5.16-0.5.23 wheels (PyPI), sglang/srt/distributed/device_communicators/pynccl_allocator.py "
     "prealloc_symmetric_memory_pool (0.5.11-0.5.15: sglang/srt/model_executor/model_runner.py "
@@ -189,6 +196,7 @@ def sglang_kv_pool(
     symm_mem_bytes: int = 0,
     symm_mem_source: str = "",
     mega_moe: tuple[int, str] | None = None,
+    deepep: tuple[int, str] | None = None,
     hardware: str = "",
     build_refusal: tuple[str, str] | None = None,
 ) -> EngineSizing:
@@ -213,8 +221,11 @@ def sglang_kv_pool(
     1 - mem_fraction_static share it comes out of is smaller (SGLANG_SYMM_OOM_AT; the graphs and activations share
     it, so the check is a floor). ``mega_moe``: --moe-a2a-backend megamoe's symmetric buffer a GPU and its source
     (engines/sglang/mega_moe.py sglang_mega_moe), made on the first forward after the pool is sized: out of the same
-    share, checked with the symmetric-memory pool. ``build_refusal``: the error SGLang raises while it builds the model (engines/sglang/
-    fp8_block.py), met before any memory is measured: the verdict when given."""
+    share, checked with the symmetric-memory pool. ``deepep``: --moe-a2a-backend deepep's buffer a GPU and its source
+    (engines/sglang/deepep.py sglang_deepep_buffer), made at the first dispatch after the pool is sized
+    (SGLANG_DEEPEP_OOM_AT): out of the same share, one accounting with MegaMoE's buffer and the symmetric pool.
+    ``build_refusal``: the error SGLang raises while it builds the model (engines/sglang/fp8_block.py), met before any
+    memory is measured: the verdict when given."""
     unpriced = SGLANG_UNPRICED
     if hardware in FREE_BEFORE_LOAD:  # what SGLang counts from, where a log of this GPU gives it
         visible_bytes, visible_source = FREE_BEFORE_LOAD[hardware]
@@ -342,6 +353,10 @@ def sglang_kv_pool(
     # static fraction leaves (SGLang measures that share from the free memory before loading, <= visible_bytes)
     slack = visible_bytes - int(mem_fraction_static * visible_bytes)
     mega_bytes, mega_source = mega_moe if mega_moe is not None else (0, "")
+    deepep_bytes, deepep_source = deepep if deepep is not None else (0, "")
+    # the all-to-all buffer made at the first forward (MegaMoE's, DeepEP's: one backend a command), then the symmetric
+    # pool after the graphs: one accounting of what SGLang allocates after its pool, out of the same share
+    a2a_bytes = mega_bytes + deepep_bytes
     failures.append(
         (
             mega_bytes > slack,
@@ -353,15 +368,25 @@ def sglang_kv_pool(
     )
     failures.append(
         (
-            mega_bytes + symm_mem_bytes > slack,
+            a2a_bytes > slack,
+            f"RuntimeError: CUDA out of memory allocating DeepEP's buffer (cudaMalloc / NVSHMEM): "
+            f"{deepep_bytes / GiB:.2f} GiB a device of the {slack / GiB:.2f} GiB 1 - mem_fraction_static "
+            f"({mem_fraction_static}) leaves beside the KV pool",
+            SGLANG_DEEPEP_OOM_AT,
+        )
+    )
+    failures.append(
+        (
+            a2a_bytes + symm_mem_bytes > slack,
             f"torch.OutOfMemoryError: CUDA out of memory pre-allocating the symmetric memory pool: "
             f"{symm_mem_bytes / GiB:.2f} GiB a device of the {slack / GiB:.2f} GiB 1 - mem_fraction_static "
             f"({mem_fraction_static}) leaves beside the KV pool"
-            + (f" and the {mega_bytes / GiB:.2f} GiB MegaMoE buffer" if mega_bytes else ""),
+            + (f" and the {mega_bytes / GiB:.2f} GiB MegaMoE buffer" if mega_bytes else "")
+            + (f" and the {deepep_bytes / GiB:.2f} GiB DeepEP buffer" if deepep_bytes else ""),
             SGLANG_SYMM_OOM_AT,
         )
     )
-    post_pool = symm_mem_bytes + mega_bytes
+    post_pool = symm_mem_bytes + a2a_bytes
     if dsv4 is not None and dsv4.window and dsv4.swa_ratio > 0 and follows(release, SWA_FLOOR_FROM):
         # DeepSeek-V4's sliding-window pool in ratio mode, checked as its sizes are computed (SWA_FLOOR_SOURCE): before
         # MemoryPoolConfig's check of the full tokens
@@ -429,9 +454,10 @@ def sglang_kv_pool(
         non_torch_bytes=(
             Figure(
                 post_pool,
-                "; ".join(x for x in (symm_mem_source if symm_mem_bytes else "", mega_source) if x)
+                "; ".join(x for x in (symm_mem_source if symm_mem_bytes else "", mega_source, deepep_source) if x)
                 + f", in the 1 - mem_fraction_static share ({slack:,} B) beside the activations and CUDA graphs (not "
-                "priced): the pool is sized before " + ("them" if symm_mem_bytes and mega_bytes else "it"),
+                "priced): the pool is sized before "
+                + ("them" if sum(1 for x in (symm_mem_bytes, mega_bytes, deepep_bytes) if x) > 1 else "it"),
             )
             if post_pool
             else Figure(0, "not found: no cited non-torch figure for this GPU; 0 assumed")

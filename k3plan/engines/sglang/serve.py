@@ -22,6 +22,7 @@ from k3plan.engines.serve_values import (
     refuse_unpriced,
 )
 from k3plan.engines.serve_values import unabbreviated as shared_unabbreviated
+from k3plan.engines.sglang.deepep import CONFIG_DEFAULTS, DEEPEP_MODES
 from k3plan.engines.sglang.dsv4_pool import PAGE
 from k3plan.engines.sglang.ep_moe_copy import AITER_ENV, ep_moe_copies
 from k3plan.engines.sglang.flags import SGLANG_A2A_DEFAULT
@@ -808,8 +809,7 @@ def read(r: Reading) -> None:
     ep_moe_copy(r, ep_moe_on)
     fp4_scales(r, runner)  # after the all-to-all and the runner are read
     mlp_whole_tp(r)  # after --moe-dense-tp-size and the shared experts' fusion are read
-    deepep_mode(r)
-    deepep_config(r)  # after the all-to-all is read
+    deepep_config(r, deepep_mode(r))  # after the all-to-all is read
     fi_mxfp4_precision(r)
     v41_vision(r)  # after the split and the all-to-all are read
     # flags that change the pool in ways k3plan does not price: refused with what they do, never priced as without
@@ -1520,8 +1520,8 @@ def mlp_whole_tp(r: Reading) -> None:
 # 1 - mem_fraction_static share, which the derived fraction sizes with a flat 2 GiB whatever the mode
 # (releases.py DEEPEP_RESERVE_SOURCE). normal also turns the CUDA graphs off ('Cuda graph is disabled because
 # deepep_mode=`normal`'), after mem_fraction_static is derived in every release read: the fraction and so the pool as
-# with the graphs on. No memory the pool sees, so the flag is read and listed as ignored
-DEEPEP_MODES = ("auto", "normal", "low_latency")
+# with the graphs on. The pool is the same in every mode; the buffer each sizes is checked against what the fraction
+# leaves (engines/sglang/deepep.py, memory.py sglang_kv_pool)
 DEEPEP_MODE_SOURCE = (
     "sglang 0.5.15 and 0.5.23 wheels (PyPI), sglang/srt/layers/moe/token_dispatcher/deepep.py DeepEPBuffer."
     "get_deepep_buffer (built lazily from _DeepEPDispatcherImplNormal / _DeepEPDispatcherImplLowLatency._get_buffer); "
@@ -1536,15 +1536,9 @@ DEEPEP_MODE_SOURCE = (
 # LowLatency._get_buffer): model_runner.py ModelRunner.initialize runs no forward between load_model and
 # init_memory_pool, so the buffer is allocated after the pool is sized, out of the memory the fraction leaves (from
 # 0.5.15 a derived fraction holds 2 GiB for it: releases.py DEEPEP_RESERVE_SOURCE). The pool is the same with or
-# without them; k3plan does not price DeepEP's buffer for DeepEP's defaults either, so the command is read and the
-# buffer's growth over the defaults named. DeepEP's sizes (deepseek-ai/DeepEP csrc/config.hpp @030cdf0a
-# Config.get_nvl_buffer_size_hint, get_rdma_buffer_size_hint, get_low_latency_rdma_size_hint; deep_ep/buffer.py
-# @04b06f7a Buffer.num_sms = 20, get_dispatch_config / get_combine_config; csrc/deep_ep.cpp's Config defaults 20, 6,
-# 256, 6, 256): the NVLink buffer holds (num_sms / 2) channels x min(ranks, 8) x num_max_nvl_chunked_recv_tokens
-# slots of a token's hidden bytes plus 2 KiB of top-k and scales (DeepEP's default at 2-8 ranks: 10 channels x 256);
-# the RDMA buffer, beyond 8 ranks, (num_sms / 2) x num_max_rdma_chunked_recv_tokens (default 10 x 128) slots twice;
-# the low-latency buffer 4 x experts x tokens-a-rank messages of about 2 x hidden bytes. A config file named on the
-# command cannot be read: refused
+# without them; the buffer they size, DeepEP's defaults included, is priced as what SGLang allocates after its pool
+# (engines/sglang/deepep.py sglang_deepep_buffer; the start check: memory.py sglang_kv_pool). A config file named on
+# the command cannot be read: refused
 DEEPEP_CONFIG_REFUSAL = (
     "DeepEP's normal-mode buffer sizes from a tuned config file (num_sms, NVLink / RDMA chunk and buffer sizes: sglang "
     "0.5.15 wheel, layers/moe/token_dispatcher/deepep.py DeepEPConfig, DeepEPBuffer.get_deepep_buffer; utils/common.py "
@@ -1558,28 +1552,20 @@ DEEPEP_BUFFER_SOURCE = (
     "@030cdf0a Config.get_nvl_buffer_size_hint / get_rdma_buffer_size_hint / get_low_latency_rdma_size_hint, "
     "deep_ep/buffer.py @04b06f7a Buffer.num_sms, get_dispatch_config / get_combine_config"
 )
-DEEPEP_CONFIG_FIELDS = {  # DeepEP's Config and its pybind defaults (csrc/deep_ep.cpp)
-    "num_sms": 20,
-    "num_max_nvl_chunked_send_tokens": 6,
-    "num_max_nvl_chunked_recv_tokens": 256,
-    "num_max_rdma_chunked_send_tokens": 6,
-    "num_max_rdma_chunked_recv_tokens": 256,
-}
-DEEPEP_DEFAULT_NVL = 10 * 256  # Buffer.num_sms 20 -> 10 channels x 256 tokens (get_dispatch/combine_config, 2-8 ranks)
-DEEPEP_DEFAULT_RDMA = 10 * 128  # 10 channels x 128 tokens (16-160 ranks)
+DEEPEP_CONFIG_FIELDS = CONFIG_DEFAULTS  # DeepEP's Config and its pybind defaults (csrc/deep_ep.cpp)
 DEEPEP_TOKENS_DEFAULT = 128  # environ.py EnvInt(128)
 DEEPEP_TOKENS_MAX = 1024  # the dispatcher's assert (DeepEP's FINISHED_SUM_TAG)
 
 
-def deepep_mode(r: Reading) -> None:
-    """--deepep-mode: one of SGLang's choices, no memory effect the pool sees (``DEEPEP_MODE_SOURCE``): listed as
-    ignored."""
+def deepep_mode(r: Reading) -> str | None:
+    """--deepep-mode: one of SGLang's choices (``DEEPEP_MODE_SOURCE``), returned for deepep_config, which prices the
+    buffer it sizes where one is built; None where not given (SGLang's default auto)."""
     raw = _large_ep_flag(r, "--deepep-mode")
     if raw is None:
-        return
+        return None
     if raw not in DEEPEP_MODES:
         raise K3PlanError(f"--serve: --deepep-mode {raw}: expected one of {', '.join(DEEPEP_MODES)}")
-    r.ignored.append("--deepep-mode")
+    return raw
 
 
 # --deepep-config reaches memory through DeepEP's buffer alone: DeepEPConfig is read by DeepEPBuffer.get_deepep_buffer,
@@ -1598,10 +1584,10 @@ DEEPEP_CONFIG_SOURCE = (
 DEEPEP_NEXTN_ENV = "SGLANG_NVFP4_CKPT_FP8_NEXTN_MOE"
 
 
-def _deepep_tuned(raw: str) -> tuple[int, int]:
+def _deepep_tuned(raw: str) -> tuple[int, int, tuple[dict[str, int], dict[str, int]]]:
     """--deepep-config's JSON: the (NVLink, RDMA) channel-token products of its normal dispatch / combine configs,
-    the larger of the two each (get_deepep_buffer takes the max of their size hints); one line on what SGLang or
-    DeepEP refuses."""
+    the larger of the two each (get_deepep_buffer takes the max of their size hints), and the two configs with
+    DeepEP's defaults filled in; one line on what SGLang or DeepEP refuses."""
     got = json_object("--deepep-config", raw)
     configs = []
     for part in ("normal_dispatch", "normal_combine"):  # DeepEPConfig.__init__ indexes both
@@ -1619,14 +1605,14 @@ def _deepep_tuned(raw: str) -> tuple[int, int]:
         raise K3PlanError("--serve: --deepep-config: SGLang asserts normal_dispatch's num_sms == normal_combine's")
     nvl = max(c["num_sms"] // 2 * c["num_max_nvl_chunked_recv_tokens"] for c in configs)
     rdma = max(c["num_sms"] // 2 * c["num_max_rdma_chunked_recv_tokens"] for c in configs)
-    return nvl, rdma
+    return nvl, rdma, (configs[0], configs[1])
 
 
-def deepep_config(r: Reading) -> None:
-    """--deepep-config and SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK: where a DeepEP all-to-all builds the buffer
-    they size, read and the buffer's growth over DeepEP's defaults named (built after the pool:
-    ``DEEPEP_BUFFER_SOURCE``), a config file refused (``DEEPEP_CONFIG_REFUSAL``); listed as ignored where none does
-    (``DEEPEP_CONFIG_SOURCE``)."""
+def deepep_config(r: Reading, mode: str | None = None) -> None:
+    """--deepep-mode, --deepep-config and SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK: where a DeepEP all-to-all
+    builds the buffer they size, read into ``Reading.deepep`` (priced after the pool: engines/sglang/deepep.py,
+    memory.py sglang_kv_pool; ``DEEPEP_BUFFER_SOURCE``), a config file refused (``DEEPEP_CONFIG_REFUSAL``); listed as
+    ignored where none is built (``DEEPEP_CONFIG_SOURCE``)."""
     raw = r.get("--deepep-config", None)
     tokens_raw = r.env.get(DEEPEP_TOKENS_ENV)
     if tokens_raw is not None:
@@ -1635,20 +1621,18 @@ def deepep_config(r: Reading) -> None:
     if not built:
         if raw is not None:
             r.ignored.append("--deepep-config")
+        if mode is not None:
+            r.ignored.append("--deepep-mode")
         return
-    grew = []
+    configs = None
     if raw is not None:
         if not raw.strip().startswith("{"):
             raise K3PlanError(
                 f"--serve: --deepep-config: {DEEPEP_CONFIG_REFUSAL} is not priced by k3plan; give the config as JSON, "
                 "or remove it to price SGLang without it"
             )
-        nvl, rdma = _deepep_tuned(raw)
-        grew.append(
-            f"--deepep-config's NVLink buffer {nvl:,} channel-tokens a peer (DeepEP's default {DEEPEP_DEFAULT_NVL:,}: "
-            f"{nvl / DEEPEP_DEFAULT_NVL:.1f}x), its RDMA buffer beyond 8 ranks {rdma:,} (default "
-            f"{DEEPEP_DEFAULT_RDMA:,}: {rdma / DEEPEP_DEFAULT_RDMA:.1f}x)"
-        )
+        configs = _deepep_tuned(raw)[2]
+    tokens = DEEPEP_TOKENS_DEFAULT
     if tokens_raw is not None:
         tokens = flag_int(DEEPEP_TOKENS_ENV, tokens_raw)
         if tokens > DEEPEP_TOKENS_MAX:
@@ -1656,16 +1640,12 @@ def deepep_config(r: Reading) -> None:
                 f"--serve: {DEEPEP_TOKENS_ENV}={tokens}: SGLang asserts it is at most {DEEPEP_TOKENS_MAX} "
                 f"({DEEPEP_BUFFER_SOURCE})"
             )
-        grew.append(
-            f"{DEEPEP_TOKENS_ENV}={tokens}: the low-latency buffer's messages {tokens / DEEPEP_TOKENS_DEFAULT:.1f}x "
-            f"the default {DEEPEP_TOKENS_DEFAULT}'s"
-        )
-    if grew:
+    r.deepep = (mode or "auto", configs, tokens)
+    if not r.device_name.startswith("nvidia-"):  # DeepEP's CUDA build is the one read (engines/sglang/deepep.py)
         r.caveats.append(
-            "DeepEP's buffer, built at the first dispatch after SGLang sizes its pool (out of the memory "
-            "--mem-fraction-static leaves) and not priced by k3plan for DeepEP's defaults either: "
-            + "; ".join(grew)
-            + f" ({DEEPEP_BUFFER_SOURCE}). The pool is as without them"
+            f"DeepEP's all-to-all buffer on {r.device_name or 'this GPU'}, made at the first dispatch after SGLang "
+            "sizes its pool out of what --mem-fraction-static leaves, is not priced by k3plan (engines/sglang/deepep.py "
+            "sizes DeepEP's CUDA build)"
         )
 
 
