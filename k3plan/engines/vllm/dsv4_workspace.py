@@ -732,7 +732,21 @@ ROCM_FORWARD_FROM: tuple[int, int, int] = (0, 25, 0)
 # (model_executor/kernels/linear/scaled_mm/BlockScaledMMLinearKernel.py apply_weights: QuantFP8 of the input while
 # apply_input_quant) and 0.27.0 / 0.28.0 (amd/rocm.py _bpre_attn_gemm), wo_b's FP8 copy of its input and scales.
 ROCM_FORWARD_FUSED_MHC_FROM: tuple[int, int, int] = (0, 29, 0)
-ROCM_FORWARD_UNTIL: tuple[int, int, int] = (0, 30, 0)
+# From 0.30.0 (read in the 0.30.0 wheel, PyPI; ``ROCM_FORWARD_030_SOURCE``) amd/rocm.py DeepseekV4ROCMAiterMLAAttention
+# .forward computes the attention inputs inside a callee: _run_sequential_pipeline (a layer without an indexer; aux
+# streams are now made on ROCm too, amd/model.py, and kept only for CSA layers) or, on a CSA layer in the profile run
+# (attn_metadata not a dict: _enable_csa_multi_stream), _prepare_and_attn's default and compressor chains. So qr_kv,
+# the float32 scores and the normed qr / kv are freed before _o_proj, which holds o_padded and o_ref beside the
+# einsum / wo_b or the first call's wo_a dequantization; those locals live instead beside o_padded and q (ROCm pads no
+# heads: _fused_qnorm_rope_kv_insert returns q itself in the profile run) while attention runs. The decoder layer
+# (_forward_fused_post_pre, forward, hc_pre), DeepseekV4Model.forward, _o_proj, rocm_inv_rope_einsum and
+# _fused_inverse_rope_gptj are 0.29.0's; _get_cached_wo_a_bf16 reads its scale through get_fp8_block_weight_scale (the
+# same float32 product); _split_qkv_and_norm keeps the FP8 qr where both wq_b kernels agree on a scale layout;
+# fused_mtp_input_rmsnorm (now a kernel object) still returns new enorm / hnorm outputs; the heterogeneous shared
+# expert fusion needs VLLM_ROCM_USE_AITER_FUSION_SHARED_EXPERTS (default off, envs.py); mhc.py's fused post + pre
+# takes AITER's op where it has one (HAS_AITER_MHC_FUSED), the fallbacks not traced.
+ROCM_FORWARD_LOCALS_FREED_FROM: tuple[int, int, int] = (0, 30, 0)
+ROCM_FORWARD_UNTIL: tuple[int, int, int] = (0, 31, 0)
 ROCM_FORWARD_029_SOURCE = (
     "vllm 0.29.0 wheel (PyPI): models/deepseek_v4/amd/model.py DeepseekV4DecoderLayer.__init__ (use_fused_mhc, "
     "fuse_mhc_rmsnorm) and _forward_fused_post_pre, DeepseekV4Model.forward (the loop's hidden_states, residual, "
@@ -743,6 +757,14 @@ ROCM_FORWARD_029_SOURCE = (
     "DeepSeekV4MultiTokenPredictorLayer.forward (mtp_block without a residual, then hc_post), "
     "fused_moe/runner/moe_runner.py; the inverse-RoPE / wo_a path (v1/attention/ops/rocm_aiter_mla_sparse.py) as "
     "0.28.0's"
+)
+ROCM_FORWARD_030_SOURCE = (
+    "vllm 0.30.0 wheel (PyPI): models/deepseek_v4/amd/rocm.py DeepseekV4ROCMAiterMLAAttention.__init__ (aux streams "
+    "for CSA layers only), forward, _enable_csa_multi_stream, _run_sequential_pipeline, _prepare_and_attn and "
+    "_split_qkv_and_norm, models/deepseek_v4/attention.py DeepseekV4Attention._prepare_and_attn and "
+    "_fused_qnorm_rope_kv_insert, amd/model.py (DeepseekV4DecoderLayer and DeepseekV4Model.forward as 0.29.0's; "
+    "_heterogeneous_shared_expert_enabled), model_executor/layers/mhc.py MHCFusedPostPreOp.forward_hip, "
+    "v1/attention/ops/rocm_aiter_mla_sparse.py _get_cached_wo_a_bf16, common/ops/fused_mtp_input_rmsnorm.py"
 )
 ROCM_FORWARD_SOURCE = (
     "vllm 0.26.0 wheel (PyPI), the profile run's eager dummy forward on ROCm (v1/worker/gpu_model_runner.py "
@@ -758,20 +780,17 @@ ROCM_FORWARD_SOURCE = (
     "(amd/rocm.py _o_proj and _bpre_attn_gemm under AITER: wo_b's input quantized to FP8, not priced)"
 )
 ROCM_FORWARD_UNPRICED = (
-    "DeepSeek-V4's eager dummy forward on ROCm is traced for vLLM 0.25.0-0.29.x only; from 0.30.0 (and with no "
-    "release named: the newest read) it is not traced: the 0.30.0 wheel's models/deepseek_v4/amd/rocm.py "
-    "DeepseekV4ROCMAiterMLAAttention.forward runs the input projections in _run_sequential_pipeline, or on a CSA layer "
-    "in _prepare_and_attn's multi-stream chains (aux streams now on ROCm, amd/model.py), so qr_kv, the scores and the "
-    "normed qr / kv are freed before _o_proj and the moment inside attention (q and its profile-run pad, the indexer) "
-    "may lead instead, not traced; mhc.py's fused post + pre gains a native fallback (HAS_AITER_MHC_FUSED), "
-    "common/ops/fused_mtp_input_rmsnorm.py is rewritten, and from 0.31.0 rocm_inv_rope_einsum changes (before 0.25.0 "
-    "not read); k3plan's analytic temporaries stand for it, so the pool may be too large by the difference"
+    "DeepSeek-V4's eager dummy forward on ROCm is traced for vLLM 0.25.0-0.30.x only; from 0.31.0 (and with no "
+    "release named: the newest read) it is not traced: the 0.31.0 wheel's v1/attention/ops/rocm_aiter_mla_sparse.py "
+    "rocm_inv_rope_einsum changes (_prepare_fp8_wo_a: an FP8 wo_a BMM on gfx950) and amd/rocm.py is rewritten "
+    "(before 0.25.0 not read); k3plan's analytic temporaries stand for it, so the pool may be too large by the "
+    "difference"
 )
 
 
 def rocm_forward_applies(release: tuple[int, int, int] | None) -> bool:
     """Whether ``dsv4_rocm_forward_live`` traces ``release`` (``ROCM_FORWARD_FROM`` to ``ROCM_FORWARD_UNTIL``, read in
-    the 0.25.0-0.29.0 wheels; no release named: the newest read, outside it, ``ROCM_FORWARD_UNPRICED``)."""
+    the 0.25.0-0.30.0 wheels; no release named: the newest read, outside it, ``ROCM_FORWARD_UNPRICED``)."""
     return release is not None and ROCM_FORWARD_FROM <= release < ROCM_FORWARD_UNTIL
 
 
@@ -889,7 +908,9 @@ def dsv4_rocm_forward_live(
     0.29.0 (``release``; ``ROCM_FORWARD_029_SOURCE``) a target layer after the first takes the fused mHC path: the
     caller's row, streams and mixes stay live beside each of its moments, and the fused post + pre after attention is
     one more; the drafter's layer keeps the unfused set; under AITER's linear (``aiter_linear``: ``aiter_linear_on``)
-    the normed qr is FP8 with float32 scales."""
+    the normed qr is FP8 with float32 scales. From 0.30.0 (``ROCM_FORWARD_030_SOURCE``) the attention's locals are
+    freed before the output projection: a layer holds them beside o_padded and q while attention runs, or the
+    projection's einsum / wo_b or wo_a dequantization beside o_padded and o_ref, the larger."""
     assert d.csa2 is None
     fused = (
         release is not None
@@ -918,7 +939,10 @@ def dsv4_rocm_forward_live(
     normed_qr = q_lora_rank + F32 * (q_lora_rank // 128) if qr_fp8 else BF16 * q_lora_rank
     attn_locals = BF16 * (q_lora_rank + hd) + normed_qr + BF16 * hd + scores
     dequant = 3 * F32 * local_heads * hd * d.o_lora_rank  # float32 weight, expanded scale, product
-    attention = t * (stream + row + mix + 2 * o + attn_locals) + max(t * (2 * einsum + row), dequant)
+    if release is not None and release >= ROCM_FORWARD_LOCALS_FREED_FROM:  # the locals die before _o_proj
+        attention = t * (stream + row + mix + 2 * o) + max(t * attn_locals, t * (2 * einsum + row), dequant)
+    else:
+        attention = t * (stream + row + mix + 2 * o + attn_locals) + max(t * (2 * einsum + row), dequant)
     moe = t * (2 * stream + 3 * row + mix + moe_bytes)
     drafter = t * (3 * row + stream) if mtp else 0  # the target's output, the embedding, enorm, hnorm
     live = max(attention, moe) + drafter
@@ -940,6 +964,8 @@ def dsv4_rocm_forward_live(
                 fused_moe: "the MoE",
             }[target] + " of a target layer on the fused mHC path, beside the caller's row and streams"
         source = f"{ROCM_FORWARD_029_SOURCE}; {ROCM_FORWARD_SOURCE}"
+        if release is not None and release >= ROCM_FORWARD_LOCALS_FREED_FROM:
+            source = f"{ROCM_FORWARD_030_SOURCE}; {source}"
     return live, (
         f"vLLM's dummy forward on ROCm at {t:,} tokens holds {live / GiB:.2f} GiB at its largest ({moment}: "
         f"{local_heads} heads x {hd} bf16 o_padded and o_ref, the mHC streams of {d.hc_mult}, the first call's "
