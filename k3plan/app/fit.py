@@ -959,6 +959,7 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         model_buffers=None if served is None else served.model_buffers,
         moe_workspace=_moe_workspace(served, setup, result, vendor=hw.vendor, hardware=hw.name, kind=hw.kind),
         rocm_moe=_rocm_moe(served, setup, st.expert_pad, vendor=hw.vendor, hardware=hw.name),
+        rocm_aiter_linear=_rocm_aiter_linear(served, vendor=hw.vendor),
         rocm_fp8_pad=_rocm_fp8_pad(served, setup, vendor=hw.vendor),
         # the routed experts' checkpoint formats: the MoE method that raises a weights' OOM (engines/vllm/memory.py)
         expert_formats=_expert_formats(setup),
@@ -1303,6 +1304,13 @@ def _rocm_moe(
         hidden=spec.hidden_size,
         shard_intermediate=shard,
     )
+
+
+def _rocm_aiter_linear(served, *, vendor: str) -> bool:
+    """Whether the command runs vLLM's AITER linear on an AMD GPU (engines/vllm/dsv4_workspace.py aiter_linear_on)."""
+    from k3plan.engines.vllm.dsv4_workspace import aiter_linear_on
+
+    return vendor == "amd" and aiter_linear_on(served.env if served is not None else {})
 
 
 def _rocm_fp8_pad(served, setup: Setup, *, vendor: str) -> tuple[int, str] | None:

@@ -16,6 +16,7 @@ weights, the activations' MXFP4 and sorted scales, a2 [M, topk, shard intermedia
 from __future__ import annotations
 
 from k3plan.engines.vllm.dsv4_workspace import (
+    aiter_linear_on,
     aiter_moe_on,
     dsv4_rocm_forward_live,
     rocm_forward_applies,
@@ -112,14 +113,60 @@ def test_the_rule_covers_the_releases_traced():
     assert rocm_forward_applies((0, 26, 0)) and rocm_forward_applies((0, 25, 0))
     # the 0.27.0 and 0.28.0 wheels hold the same moments (dsv4_workspace.py ROCM_FORWARD_SOURCE)
     assert rocm_forward_applies((0, 27, 0)) and rocm_forward_applies((0, 28, 0))
-    assert not rocm_forward_applies((0, 29, 0))  # the fused mHC path from 0.29.0: not traced
+    assert rocm_forward_applies((0, 29, 0))  # the fused mHC path, traced in the 0.29.0 wheel
+    assert rocm_forward_applies((0, 30, 0))  # the attention locals freed before _o_proj, the 0.30.0 wheel
+    assert not rocm_forward_applies((0, 31, 0))  # 0.31.0: rocm_inv_rope_einsum's FP8 wo_a on gfx950, not traced
     assert not rocm_forward_applies(None)
 
 
 def test_an_untraced_rocm_forward_is_said_to_be_unpriced():
     from k3plan.engines.vllm.dsv4_workspace import ROCM_FORWARD_UNPRICED
 
-    assert "0.29.0" in ROCM_FORWARD_UNPRICED and "not traced" in ROCM_FORWARD_UNPRICED
+    assert "0.31.0" in ROCM_FORWARD_UNPRICED and "not traced" in ROCM_FORWARD_UNPRICED
+
+
+def test_0_28_reads_as_before():
+    # the 0.29.0 terms are gated on their release: 0.28.0 keeps 0.26.0's unfused set whatever the AITER linear
+    d = _pro()
+    args = dict(tokens=8192, hidden_size=7168, local_heads=16, q_lora_rank=1536, tp=8, mtp=True, moe_bytes=1000)
+    old, _ = dsv4_rocm_forward_live(d, **args)
+    assert dsv4_rocm_forward_live(d, **args, release=(0, 28, 0), aiter_linear=True)[0] == old
+
+
+def test_0_29_s_fused_mhc_layer_holds_the_caller_s_row_and_streams():
+    # vllm 0.29.0 wheel: amd/model.py _forward_fused_post_pre on AITER's mHC (hidden 7,168 % 256 == 0, hc_mult 4);
+    # DeepseekV4Model.forward's loop keeps the previous layer's x and residual; amd/rocm.py _split_qkv_and_norm under
+    # AITER's linear: qr FP8 [T, 1,536] + float32 scales [T, 12] (_fused_mla_dual_rms_norm_group_quant_impl)
+    d = _pro()
+    t = 8192
+    args = dict(tokens=t, hidden_size=7168, local_heads=16, q_lora_rank=1536, tp=8, moe_bytes=1000)
+    live, how = dsv4_rocm_forward_live(d, **args, mtp=False, release=(0, 29, 0), aiter_linear=True)
+    stream, row, mix = 4 * 7168 * 2, 7168 * 2, 4 * 4 + 16 * 4
+    o = 16 * 512 * 2
+    scores = 2 * 2 * 512 * 4 + 2 * 2 * 128 * 4 + 64 * 2
+    locals_ = 2 * (1536 + 512) + 1536 + 12 * 4 + 2 * 512 + scores  # qr_kv, FP8 qr and scales, kv, the scores
+    dequant = 3 * 4 * 16 * 512 * 1024
+    einsum = 2 * 1024 * 2  # 16 groups / TP 8
+    attention = t * (stream + row + mix + 2 * o + locals_) + max(t * (2 * einsum + row), dequant)
+    caller = t * (row + stream + mix)
+    post_pre = caller + t * (2 * stream + 2 * row + 2 * mix)
+    moe = caller + t * (stream + 3 * row + mix + 1000)
+    assert live == max(caller + attention, post_pre, moe)
+    assert "fused mHC" in how and "0.29.0 wheel" in how
+    # without AITER's linear the normed qr stays bf16: 1,536 B less 48 B of scales a token more
+    bf16, _ = dsv4_rocm_forward_live(d, **args, mtp=False, release=(0, 29, 0), aiter_linear=False)
+    assert live == caller + attention  # the output projection leads at TP 8 with a small MoE
+    assert bf16 - live == t * (1536 - 48)
+    # the MTP drafter's layer runs without a residual (amd/mtp.py): 0.26.0's unfused set beside its inputs
+    drafted, _ = dsv4_rocm_forward_live(d, **args, mtp=True, release=(0, 29, 0), aiter_linear=True)
+    unfused = max(attention, t * (2 * stream + 3 * row + mix + 1000)) + t * (3 * row + stream)
+    assert drafted == max(live, unfused)
+
+
+def test_aiter_s_linear_needs_vllm_rocm_use_aiter():
+    assert not aiter_linear_on({})
+    assert aiter_linear_on({"VLLM_ROCM_USE_AITER": "1"})
+    assert not aiter_linear_on({"VLLM_ROCM_USE_AITER": "1", "VLLM_ROCM_USE_AITER_LINEAR": "0"})
 
 
 def test_aiter_s_moe_needs_vllm_rocm_use_aiter():
@@ -129,3 +176,26 @@ def test_aiter_s_moe_needs_vllm_rocm_use_aiter():
     off, how = _rows(aiter_on=False)
     assert off == 384 * 4 + 48 + 8 * (7168 * 2 + 48)
     assert "not traced" in how
+
+
+def test_0_30_frees_the_attention_locals_before_the_output_projection():
+    # vllm 0.30.0 wheel: amd/rocm.py DeepseekV4ROCMAiterMLAAttention.forward builds qr_kv, the scores and the normed
+    # qr / kv inside _run_sequential_pipeline or the CSA layer's multi-stream chains, so _o_proj holds only o_padded
+    # and o_ref beside the einsum / wo_b or the wo_a dequantization; the locals live earlier beside o_padded and q
+    d = _pro()
+    t = 8192
+    args = dict(tokens=t, hidden_size=7168, local_heads=16, q_lora_rank=1536, tp=8, moe_bytes=1000, mtp=False)
+    live, how = dsv4_rocm_forward_live(d, **args, release=(0, 30, 0), aiter_linear=True)
+    stream, row, mix = 4 * 7168 * 2, 7168 * 2, 4 * 4 + 16 * 4
+    o = 16 * 512 * 2
+    scores = 2 * 2 * 512 * 4 + 2 * 2 * 128 * 4 + 64 * 2
+    locals_ = 2 * (1536 + 512) + 1536 + 12 * 4 + 2 * 512 + scores
+    dequant = 3 * 4 * 16 * 512 * 1024
+    einsum = 2 * 1024 * 2
+    attention = t * (stream + row + mix + 2 * o) + max(t * locals_, t * (2 * einsum + row), dequant)
+    caller = t * (row + stream + mix)
+    post_pre = caller + t * (2 * stream + 2 * row + 2 * mix)
+    moe = caller + t * (stream + 3 * row + mix + 1000)
+    assert live == max(caller + attention, post_pre, moe)
+    assert live < dsv4_rocm_forward_live(d, **args, release=(0, 29, 0), aiter_linear=True)[0]
+    assert "0.30.0 wheel" in how

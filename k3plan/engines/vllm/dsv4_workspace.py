@@ -708,7 +708,64 @@ def dsv41_rocm_profile_workspace(
 #   [T, hidden] output _dummy_run holds): the embedding, fused_mtp_input_rmsnorm's enorm [T, hidden] and hnorm
 #   [T, hc_mult, hidden] outputs beside the drafter layer's own moments (amd/mtp.py).
 ROCM_FORWARD_FROM: tuple[int, int, int] = (0, 25, 0)
-ROCM_FORWARD_UNTIL: tuple[int, int, int] = (0, 29, 0)
+# From 0.29.0 (read in the 0.29.0 wheel, PyPI; ``ROCM_FORWARD_029_SOURCE``) a target layer takes the fused mHC path
+# where AITER's mHC serves (amd/model.py DeepseekV4DecoderLayer.__init__: use_fused_mhc = use_aiter_mhc or
+# HAS_TILELANG_MHC, use_aiter_mhc = HAS_AITER_MHC, AITER found on a supported GPU (model_executor/layers/mhc.py), with a
+# hidden size a multiple of 256 and hc_mult 4). Its _forward_fused_post_pre runs after the first layer on the
+# previous layer's (x [T, hidden], residual [T, hc_mult, hidden], post_mix, res_mix), which DeepseekV4Model.forward's
+# loop still holds while the layer rebinds its own names to mhc_fused_post_pre's new residual streams and layer input
+# (_aiter_ops.py mhc_fused_post_pre returns AITER's next_residual and layer_input; the RMSNorm folds into it for a
+# hidden size in _AITER_MHC_FUSED_RMSNORM_SIZES, else attn_norm / ffn_norm replace the row). So beside the caller's
+# row, streams and mixes a layer holds: at the output projection its streams and normed input and the same attention
+# tensors as 0.26.0's; at the fused post + pre after attention the attention-time streams, attention's output and the
+# new streams and input; at the MoE its streams, the FFN input and the shared and routed outputs. The first layer
+# (residual None: a standalone hc_pre on the caller's own streams) and the MTP drafter's layer (amd/mtp.py calls
+# mtp_block without a residual, then hc_post) hold 0.26.0's unfused set. Under AITER's linear
+# (_aiter_ops.py is_linear_fp8_enabled: VLLM_ROCM_USE_AITER and VLLM_ROCM_USE_AITER_LINEAR, default on, with wq_b on
+# the block-scaled FP8 kernel and q_lora_rank a multiple of 128), amd/rocm.py DeepseekV4ROCMAiterMLAAttention.
+# _split_qkv_and_norm normalizes and quantizes qr in one kernel (_fused_mla_dual_rms_norm_group_quant_impl: qr FP8
+# [T, q_lora_rank] and float32 scales [T, q_lora_rank / 128], kv bf16), in place of the bf16 normed qr.
+# prepare_compressor_gemm_fusion (run at load) makes the C4 layer's two float32 scores views of one torch.mm output
+# of the same size; rocm_inv_rope_einsum, _fused_inverse_rope_gptj, _get_cached_wo_a_bf16, _o_proj and amd/mtp.py
+# are 0.28.0's; the MoE runner launches the shared expert first (SharedExperts.maybe_forward_async) and keeps both
+# outputs. Not priced: any scratch AITER's mHC kernels take (aiter/ops/mhc.py not read), and, as in 0.26.0
+# (model_executor/kernels/linear/scaled_mm/BlockScaledMMLinearKernel.py apply_weights: QuantFP8 of the input while
+# apply_input_quant) and 0.27.0 / 0.28.0 (amd/rocm.py _bpre_attn_gemm), wo_b's FP8 copy of its input and scales.
+ROCM_FORWARD_FUSED_MHC_FROM: tuple[int, int, int] = (0, 29, 0)
+# From 0.30.0 (read in the 0.30.0 wheel, PyPI; ``ROCM_FORWARD_030_SOURCE``) amd/rocm.py DeepseekV4ROCMAiterMLAAttention
+# .forward computes the attention inputs inside a callee: _run_sequential_pipeline (a layer without an indexer; aux
+# streams are now made on ROCm too, amd/model.py, and kept only for CSA layers) or, on a CSA layer in the profile run
+# (attn_metadata not a dict: _enable_csa_multi_stream), _prepare_and_attn's default and compressor chains. So qr_kv,
+# the float32 scores and the normed qr / kv are freed before _o_proj, which holds o_padded and o_ref beside the
+# einsum / wo_b or the first call's wo_a dequantization; those locals live instead beside o_padded and q (ROCm pads no
+# heads: _fused_qnorm_rope_kv_insert returns q itself in the profile run) while attention runs. The decoder layer
+# (_forward_fused_post_pre, forward, hc_pre), DeepseekV4Model.forward, _o_proj, rocm_inv_rope_einsum and
+# _fused_inverse_rope_gptj are 0.29.0's; _get_cached_wo_a_bf16 reads its scale through get_fp8_block_weight_scale (the
+# same float32 product); _split_qkv_and_norm keeps the FP8 qr where both wq_b kernels agree on a scale layout;
+# fused_mtp_input_rmsnorm (now a kernel object) still returns new enorm / hnorm outputs; the heterogeneous shared
+# expert fusion needs VLLM_ROCM_USE_AITER_FUSION_SHARED_EXPERTS (default off, envs.py); mhc.py's fused post + pre
+# takes AITER's op where it has one (HAS_AITER_MHC_FUSED), the fallbacks not traced.
+ROCM_FORWARD_LOCALS_FREED_FROM: tuple[int, int, int] = (0, 30, 0)
+ROCM_FORWARD_UNTIL: tuple[int, int, int] = (0, 31, 0)
+ROCM_FORWARD_029_SOURCE = (
+    "vllm 0.29.0 wheel (PyPI): models/deepseek_v4/amd/model.py DeepseekV4DecoderLayer.__init__ (use_fused_mhc, "
+    "fuse_mhc_rmsnorm) and _forward_fused_post_pre, DeepseekV4Model.forward (the loop's hidden_states, residual, "
+    "post_mix, res_mix), model_executor/layers/mhc.py (HAS_AITER_MHC, MHCFusedPostPreOp), _aiter_ops.py "
+    "mhc_fused_post_pre, is_linear_fp8_enabled and _fused_mla_dual_rms_norm_group_quant_impl, models/deepseek_v4/"
+    "amd/rocm.py DeepseekV4ROCMAiterMLAAttention._split_qkv_and_norm, _wq_b_uses_aiter_block_scaled and "
+    "prepare_compressor_gemm_fusion, models/deepseek_v4/attention.py DeepseekV4Attention.forward, amd/mtp.py "
+    "DeepSeekV4MultiTokenPredictorLayer.forward (mtp_block without a residual, then hc_post), "
+    "fused_moe/runner/moe_runner.py; the inverse-RoPE / wo_a path (v1/attention/ops/rocm_aiter_mla_sparse.py) as "
+    "0.28.0's"
+)
+ROCM_FORWARD_030_SOURCE = (
+    "vllm 0.30.0 wheel (PyPI): models/deepseek_v4/amd/rocm.py DeepseekV4ROCMAiterMLAAttention.__init__ (aux streams "
+    "for CSA layers only), forward, _enable_csa_multi_stream, _run_sequential_pipeline, _prepare_and_attn and "
+    "_split_qkv_and_norm, models/deepseek_v4/attention.py DeepseekV4Attention._prepare_and_attn and "
+    "_fused_qnorm_rope_kv_insert, amd/model.py (DeepseekV4DecoderLayer and DeepseekV4Model.forward as 0.29.0's; "
+    "_heterogeneous_shared_expert_enabled), model_executor/layers/mhc.py MHCFusedPostPreOp.forward_hip, "
+    "v1/attention/ops/rocm_aiter_mla_sparse.py _get_cached_wo_a_bf16, common/ops/fused_mtp_input_rmsnorm.py"
+)
 ROCM_FORWARD_SOURCE = (
     "vllm 0.26.0 wheel (PyPI), the profile run's eager dummy forward on ROCm (v1/worker/gpu_model_runner.py "
     "_dummy_run, no attention metadata): models/deepseek_v4/amd/model.py DeepseekV4DecoderLayer._forward_unfused_post_pre "
@@ -723,17 +780,17 @@ ROCM_FORWARD_SOURCE = (
     "(amd/rocm.py _o_proj and _bpre_attn_gemm under AITER: wo_b's input quantized to FP8, not priced)"
 )
 ROCM_FORWARD_UNPRICED = (
-    "DeepSeek-V4's eager dummy forward on ROCm is traced for vLLM 0.25.0-0.28.x only; from 0.29.0 (and with no "
-    "release named: the newest read) it is not traced: the 0.29.0 wheel's models/deepseek_v4/amd/model.py "
-    "DeepseekV4DecoderLayer takes the fused mHC path where AITER's mHC serves (_forward_fused_post_pre) and attention.py "
-    "DeepseekV4Attention.forward splits qr with a scale (before 0.25.0 not read); k3plan's analytic temporaries stand "
-    "for it, so the pool may be too large by the difference"
+    "DeepSeek-V4's eager dummy forward on ROCm is traced for vLLM 0.25.0-0.30.x only; from 0.31.0 (and with no "
+    "release named: the newest read) it is not traced: the 0.31.0 wheel's v1/attention/ops/rocm_aiter_mla_sparse.py "
+    "rocm_inv_rope_einsum changes (_prepare_fp8_wo_a: an FP8 wo_a BMM on gfx950) and amd/rocm.py is rewritten "
+    "(before 0.25.0 not read); k3plan's analytic temporaries stand for it, so the pool may be too large by the "
+    "difference"
 )
 
 
 def rocm_forward_applies(release: tuple[int, int, int] | None) -> bool:
     """Whether ``dsv4_rocm_forward_live`` traces ``release`` (``ROCM_FORWARD_FROM`` to ``ROCM_FORWARD_UNTIL``, read in
-    the 0.25.0-0.28.0 wheels; no release named: the newest read, outside it, ``ROCM_FORWARD_UNPRICED``)."""
+    the 0.25.0-0.30.0 wheels; no release named: the newest read, outside it, ``ROCM_FORWARD_UNPRICED``)."""
     return release is not None and ROCM_FORWARD_FROM <= release < ROCM_FORWARD_UNTIL
 
 
@@ -764,6 +821,14 @@ AITER_MOE_SOURCE = (
 AITER_MOE_HARDWARE = frozenset({"amd-mi355x"})  # AiterExperts._supports_quant_scheme: CK MXFP4 MoE on gfx950 only
 AITER_MOE_BACKENDS = frozenset({"", "auto", "aiter"})  # AITER_MXFP4_BF16 first (select_deepseek_v4_mxfp4_moe_backend)
 TRUE = ("true", "1")
+
+
+def aiter_linear_on(env: dict[str, str]) -> bool:
+    """Whether vLLM's AITER linear is on for ``env`` (vllm 0.29.0 wheel _aiter_ops.py is_linear_fp8_enabled ->
+    is_linear_enabled: VLLM_ROCM_USE_AITER, default off, and VLLM_ROCM_USE_AITER_LINEAR, default on; envs.py)."""
+    return env.get("VLLM_ROCM_USE_AITER", "False").lower() in TRUE and (
+        env.get("VLLM_ROCM_USE_AITER_LINEAR", "True").lower() in TRUE
+    )
 
 
 def aiter_moe_on(env: dict[str, str]) -> bool:
@@ -834,11 +899,25 @@ def dsv4_rocm_forward_live(
     tp: int,
     mtp: bool,
     moe_bytes: int = 0,
+    release: tuple[int, int, int] | None = None,
+    aiter_linear: bool = False,
 ) -> tuple[int, str]:
     """(bytes, how): the largest live set of vLLM's eager DeepSeek-V4 dummy forward on ROCm at ``tokens``
     (``ROCM_FORWARD_SOURCE``): a layer's output projection (with the first call's wo_a dequantization) or its MoE
-    (``moe_bytes`` a token: ``rocm_moe_rows``), and in the MTP drafter's dummy run the same beside its inputs."""
+    (``moe_bytes`` a token: ``rocm_moe_rows``), and in the MTP drafter's dummy run the same beside its inputs. From
+    0.29.0 (``release``; ``ROCM_FORWARD_029_SOURCE``) a target layer after the first takes the fused mHC path: the
+    caller's row, streams and mixes stay live beside each of its moments, and the fused post + pre after attention is
+    one more; the drafter's layer keeps the unfused set; under AITER's linear (``aiter_linear``: ``aiter_linear_on``)
+    the normed qr is FP8 with float32 scales. From 0.30.0 (``ROCM_FORWARD_030_SOURCE``) the attention's locals are
+    freed before the output projection: a layer holds them beside o_padded and q while attention runs, or the
+    projection's einsum / wo_b or wo_a dequantization beside o_padded and o_ref, the larger."""
     assert d.csa2 is None
+    fused = (
+        release is not None
+        and release >= ROCM_FORWARD_FUSED_MHC_FROM
+        and hidden_size % 256 == 0
+        and d.hc_mult == 4  # use_aiter_mhc; a TileLang-only fused path is not traced
+    )
     t, h, hd = tokens, hidden_size, d.head_dim
     stream = BF16 * d.hc_mult * h  # a token's mHC streams
     row = BF16 * h
@@ -855,17 +934,42 @@ def dsv4_rocm_forward_live(
             if ratio == CSA_RATIO:  # the indexer's compressor kv_score and weights_proj
                 s += F32 * 2 * 2 * d.index_head_dim + BF16 * d.index_n_heads
         scores = max(scores, s)
-    attn_locals = 2 * BF16 * (q_lora_rank + hd) + scores  # qr_kv, the normed qr and kv, the scores
+    qr_fp8 = release is not None and release >= ROCM_FORWARD_FUSED_MHC_FROM and aiter_linear and q_lora_rank % 128 == 0
+    # qr_kv and the normed qr (0.29.0 under AITER's linear: FP8 and float32 scales a 128) and kv, the scores
+    normed_qr = q_lora_rank + F32 * (q_lora_rank // 128) if qr_fp8 else BF16 * q_lora_rank
+    attn_locals = BF16 * (q_lora_rank + hd) + normed_qr + BF16 * hd + scores
     dequant = 3 * F32 * local_heads * hd * d.o_lora_rank  # float32 weight, expanded scale, product
-    attention = t * (stream + row + mix + 2 * o + attn_locals) + max(t * (2 * einsum + row), dequant)
+    if release is not None and release >= ROCM_FORWARD_LOCALS_FREED_FROM:  # the locals die before _o_proj
+        attention = t * (stream + row + mix + 2 * o) + max(t * attn_locals, t * (2 * einsum + row), dequant)
+    else:
+        attention = t * (stream + row + mix + 2 * o + attn_locals) + max(t * (2 * einsum + row), dequant)
     moe = t * (2 * stream + 3 * row + mix + moe_bytes)
     drafter = t * (3 * row + stream) if mtp else 0  # the target's output, the embedding, enorm, hnorm
     live = max(attention, moe) + drafter
+    moment = "the output projection" if attention >= moe else "the MoE"
+    if mtp and drafter:
+        moment += ", in the MTP drafter's layer beside its inputs"
+    source = ROCM_FORWARD_SOURCE
+    if fused:  # a target layer after the first on the fused mHC path, the caller's row, streams and mixes beside it
+        caller = t * (row + stream + mix)
+        fused_attention = caller + attention
+        post_pre = caller + t * (2 * stream + 2 * row + 2 * mix)  # attention's streams and output, the new ones
+        fused_moe = caller + t * (stream + 3 * row + mix + moe_bytes)
+        target = max(fused_attention, post_pre, fused_moe)
+        live = max(target, max(attention, moe) + drafter)
+        if live == target:
+            moment = {
+                fused_attention: "the output projection",
+                post_pre: "the fused mHC post + pre after attention",
+                fused_moe: "the MoE",
+            }[target] + " of a target layer on the fused mHC path, beside the caller's row and streams"
+        source = f"{ROCM_FORWARD_029_SOURCE}; {ROCM_FORWARD_SOURCE}"
+        if release is not None and release >= ROCM_FORWARD_LOCALS_FREED_FROM:
+            source = f"{ROCM_FORWARD_030_SOURCE}; {source}"
     return live, (
-        f"vLLM's dummy forward on ROCm at {t:,} tokens holds {live / GiB:.2f} GiB at its largest ("
-        f"{'the output projection' if attention >= moe else 'the MoE'}"
-        + (", in the MTP drafter's layer beside its inputs" if mtp else "")
-        + f": {local_heads} heads x {hd} bf16 o_padded and o_ref, the mHC streams of {d.hc_mult}, the first call's "
-        f"wo_a dequantization {dequant / GiB:.2f} GiB; the MoE {t * moe_bytes / GiB:.2f} GiB beyond the layer's "
-        f"tensors; {ROCM_FORWARD_SOURCE})"
+        f"vLLM's dummy forward on ROCm at {t:,} tokens holds {live / GiB:.2f} GiB at its largest ({moment}: "
+        f"{local_heads} heads x {hd} bf16 o_padded and o_ref, the mHC streams of {d.hc_mult}, the first call's "
+        f"wo_a dequantization {dequant / GiB:.2f} GiB"
+        + (", the normed qr in FP8" if qr_fp8 else "")
+        + f"; the MoE {t * moe_bytes / GiB:.2f} GiB beyond the layer's tensors; {source})"
     )

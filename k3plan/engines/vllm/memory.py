@@ -677,6 +677,7 @@ def engine_sizing(
     model_buffers: tuple[int, str] | None = None,
     moe_workspace: tuple[int, str] | None = None,
     rocm_moe: tuple[int, str] | None = None,
+    rocm_aiter_linear: bool = False,
     rocm_fp8_pad: tuple[int, str] | None = None,
     all2all: tuple[int, str] | None = None,
     hybrid_kv_off: bool = False,
@@ -713,6 +714,8 @@ def engine_sizing(
     its source (engines/vllm/moe_workspace.py profile_moe_workspace); None or 0: none priced.
     ``rocm_moe``: what DeepSeek-V4's MoE holds a token in vLLM's ROCm dummy forward beyond the layer's tensors and its
     source (engines/vllm/dsv4_workspace.py rocm_moe_rows); None: a model or GPU it does not serve.
+    ``rocm_aiter_linear``: whether the command runs vLLM's AITER linear on ROCm (dsv4_workspace.py aiter_linear_on),
+    for V4's normed qr in FP8 from 0.29.0.
     ``rocm_fp8_pad``: the 256 B a row vLLM's ROCm build pads block-fp8 linear weights by after loading, in the load's
     measurement and so in the weights, and its source (engines/vllm/rocm_fp8_pad.py); None: none.
     ``all2all``: the expert-parallel all2all backend's buffers a GPU, made at load outside torch's allocator, and their
@@ -975,6 +978,8 @@ def engine_sizing(
                     tp=tp_attention or 1,
                     mtp=draft is not None and bool(draft.dsv4_mtp_ratios),
                     moe_bytes=rocm_moe[0],
+                    release=release,
+                    aiter_linear=rocm_aiter_linear,
                 )
                 forward_how += f"; {rocm_moe[1]}"
             elif rocm_v4 and not rocm_forward_applies(release):
