@@ -1549,7 +1549,7 @@ DEEPEP_BUFFER_SOURCE = (
     "DeepEPBuffer.get_deepep_buffer (lazily from the dispatchers' _get_buffer), _DeepEPDispatcherImplBase.__init__ "
     "(SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK, assert <= 1024), model_executor/model_runner.py "
     "ModelRunner.initialize (no forward between load_model and init_memory_pool); deepseek-ai/DeepEP csrc/config.hpp "
-    "@030cdf0a Config.get_nvl_buffer_size_hint / get_rdma_buffer_size_hint / get_low_latency_rdma_size_hint, "
+    "@9af0e0d0 (the commit SGLang's Dockerfile pins: engines/sglang/deepep.py DEEPEP_COMMIT) Config.get_nvl_buffer_size_hint / get_rdma_buffer_size_hint / get_low_latency_rdma_size_hint, "
     "deep_ep/buffer.py @04b06f7a Buffer.num_sms, get_dispatch_config / get_combine_config"
 )
 DEEPEP_CONFIG_FIELDS = CONFIG_DEFAULTS  # DeepEP's Config and its pybind defaults (csrc/deep_ep.cpp)
