@@ -55,6 +55,9 @@ PoolRule = Literal["profile", "static"]
 WEIGHTS_SOURCE = "k3plan's weights a device (inventory x the stack's runtime formats x ShardSpecs)"
 # The command family that starts an engine (k3plan.engines.launch): ``vllm serve``, SGLang's launch_server, MaxText
 Launcher = Literal["vllm", "sglang", "jax"]
+# the `vllm` command (vllm serve; lm_eval calls its vLLM backend by the same name): the launcher vocabulary, for the
+# readers of the vLLM-family commands outside the vllm folder (engines/tpu_inference/llm_class.py)
+VLLM_COMMAND: Launcher = "vllm"
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from k3plan.engines.engine import VLLM_COMMAND
 from k3plan.errors import K3PlanError
 
 # examples/offline_inference.py (vllm-project/tpu-inference@0998d381): create_parser builds vLLM's own parser
@@ -186,7 +187,7 @@ def _lm_eval(rest: list[str]) -> LlmCommand:
             max_batch = values[0] if values else None
         else:
             ignored.append(f"lm_eval {name}")
-    if model != "vllm":
+    if model != VLLM_COMMAND:
         raise K3PlanError(
             f"--serve: lm_eval --model {model or '(none)'}: k3plan reads lm_eval's vllm backend only (--model vllm)"
         )
@@ -198,7 +199,7 @@ def _lm_eval(rest: list[str]) -> LlmCommand:
         raise K3PlanError("--serve: lm_eval --model_args max_length and max_model_len: the backend asserts one only")
     if "max_batch_size" in keys:
         max_batch = keys["max_batch_size"]
-    argv = ["vllm", "serve", keys["pretrained"]]
+    argv = [VLLM_COMMAND, "serve", keys["pretrained"]]
     for key, value in pairs:
         if key == "pretrained":
             continue
@@ -231,7 +232,7 @@ def _lm_eval(rest: list[str]) -> LlmCommand:
 
 def _offline(rest: list[str]) -> LlmCommand:
     """The offline script: vLLM's flags as given, its own (OFFLINE_OWN) listed, its defaults (OFFLINE_SOURCE) added."""
-    argv, ignored = ["vllm", "serve"], []
+    argv, ignored = [VLLM_COMMAND, "serve"], []
     i = 0
     while i < len(rest):
         name = rest[i].partition("=")[0]
