@@ -183,6 +183,8 @@ NOT_PRICED = (
     "DeepSeek-V3's shared expert cloned tp_size times is priced for 0.4.6 on NVIDIA (SHARED_CLONES_FROM); "
     "not on an AMD GPU, where 0.4.6-0.4.6.post3 clone it (gfx94x / gfx95x report capability >= (9, 0)) and "
     "0.4.6.post4-0.4.6.post5 do not (_is_cuda), nor under --n-share-experts-fusion in 0.4.5",
+    "0.4.3.post3-0.4.6.post2: HiCache's controller threads leave a CUDA context of every other rank on GPU 0 after "
+    "the KV pool is sized (engines/sglang/hicache.py; a driver's size: --serve names it as a caveat)",
     "0.5.3-0.5.11: the reserve derivation's GPU classes below 35 GiB (chunked_prefill_size 2048, cuda_graph_max_bs "
     "16 / 24 at TP < 4 and 80; none of k3plan's GPUs), priced as the stack's derivation",
     "0.5.6-0.5.9: the piecewise CUDA graph's reserve under --enable-piecewise-cuda-graph, opt-in there "

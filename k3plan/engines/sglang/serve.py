@@ -28,6 +28,7 @@ from k3plan.engines.sglang.ep_moe_copy import AITER_ENV, ep_moe_copies
 from k3plan.engines.sglang.flags import SGLANG_A2A_DEFAULT
 from k3plan.engines.sglang.fp4_scales import JIT_DEEPGEMM_ENV, dsv4_fp4_expert_format
 from k3plan.engines.sglang.fraction_eras import RESERVE_FORM_FROM, era_chunk, era_fraction
+from k3plan.engines.sglang.hicache import HICACHE_FLAG, hicache_gpu0_caveat
 from k3plan.engines.sglang.kernels import BLACKWELL
 from k3plan.engines.sglang.mega_moe import (
     CAP_DEFAULT,
@@ -804,6 +805,12 @@ def read(r: Reading) -> None:
     symm_mem(r)
     mega_moe(r)  # after --moe-a2a-backend is read
     prefill_conditions(r)  # after speculative decoding, --dcp-size and --enable-symm-mem are read
+    # HiCache's controller threads on GPU 0 in 0.4.3.post3-0.4.6.post2 (engines/sglang/hicache.py): a caveat
+    gpu0 = hicache_gpu0_caveat(
+        on=_on(r.flags.get(HICACHE_FLAG)), release=r.release, post=r.release_post, tp=r.tp, platform=r.platform
+    )
+    if gpu0 is not None:
+        r.caveats.append(gpu0)
     shared_fusion(r)  # after DP attention and the all-to-all are read
     dense_tp(r)
     ep_moe_copy(r, ep_moe_on)
