@@ -220,22 +220,77 @@ V4_MODEL_SOURCE = (
 )
 
 
+# DeepseekV4EagerScratchPool (vllm 0.27.0 and 0.28.0 wheels, PyPI: models/deepseek_v4/eager_scratch.py, built by
+# nvidia/model.py DeepseekV4Model.__init__ unless parallel_config.use_ubatching, k3plan refusing --enable-dbo): a
+# model-wide pool allocated while the model is built, so inside the load's measurement and resident, not a transient
+# of the profile run (whose _fused_qnorm_rope_kv_insert still returns F.pad(q) without attention metadata; the pool's
+# q_out serves the kernel path only). It holds q at the padded heads, [max_num_batched_tokens, padded heads, head_dim]
+# bf16, and one uint8 storage the size of the largest of three packed spec sets (each view aligned to 256 B): the FP4
+# indexer's q values [T, index heads, index_head_dim / 2] and scales [T, index heads, index_head_dim / 32] uint8 with
+# its float32 weights [T, index heads]; the global top-k indices [T, index_topk] and lengths [T] int32; the
+# compressor's float32 scratch [T, head_dim]. The 0.29.0 wheel drops it (no eager_scratch.py; attention.py's kernel
+# path allocates its padded q again).
+SCRATCH_POOL_FROM: tuple[int, int, int] = (0, 27, 0)
+SCRATCH_POOL_UNTIL: tuple[int, int, int] = (0, 29, 0)
+SCRATCH_POOL_ALIGN = 256
+MXFP4_BLOCK = 32  # models/deepseek_v4/common/ops/fused_indexer_q.py MXFP4_BLOCK_SIZE
+SCRATCH_POOL_SOURCE = (
+    "vllm 0.27.0 and 0.28.0 wheels (PyPI): models/deepseek_v4/eager_scratch.py DeepseekV4EagerScratchPool.__init__ "
+    "(_q bf16 [max_num_batched_tokens, padded heads, head_dim]; storage uint8 of max(_packed_size) over the FP4 "
+    "indexer's, the global top-k's and the compressor's specs, 256 B aligned), built in nvidia/model.py "
+    "DeepseekV4Model.__init__ when not use_ubatching; not in the 0.29.0 wheel"
+)
+
+
+def _packed(*sizes: int) -> int:
+    """DeepseekV4EagerScratchPool._packed_size: views of ``sizes`` bytes, each starting on a 256 B boundary."""
+    offset = 0
+    for size in sizes:
+        offset = -(-offset // SCRATCH_POOL_ALIGN) * SCRATCH_POOL_ALIGN + size
+    return -(-offset // SCRATCH_POOL_ALIGN) * SCRATCH_POOL_ALIGN
+
+
+def dsv4_scratch_pool(d: DSV4Dims, *, max_num_batched_tokens: int, local_heads: int) -> int:
+    """Bytes of vLLM 0.27.0-0.28.x's DeepseekV4EagerScratchPool (``SCRATCH_POOL_SOURCE``) at ``local_heads`` query
+    heads a GPU (FlashMLA's padded count, ``get_padded_num_q_heads``: 64 up to 64 heads, else 128)."""
+    t = max_num_batched_tokens
+    padded = 64 if local_heads <= 64 else 128
+    q = BF16 * t * padded * d.head_dim
+    ih, ihd = d.index_n_heads, d.index_head_dim
+    fp4 = _packed(t * ih * (ihd // 2), t * ih * (ihd // MXFP4_BLOCK), F32 * t * ih)
+    global_topk = _packed(4 * t * d.index_topk, 4 * t)
+    compressor = _packed(F32 * t * d.head_dim)
+    return q + max(fp4, global_topk, compressor)
+
+
 def dsv4_model_buffers(
-    d: DSV4Dims, *, max_num_batched_tokens: int, hidden_size: int, mtp_ratios: tuple[int, ...] = ()
+    d: DSV4Dims,
+    *,
+    max_num_batched_tokens: int,
+    hidden_size: int,
+    mtp_ratios: tuple[int, ...] = (),
+    local_heads: int = 0,
+    release: tuple[int, int, int] | None = None,
 ) -> tuple[int, str]:
     """The buffers vLLM's DeepSeek-V4 model (and its MTP drafter, ``mtp_ratios`` its layers' compress ratios; ():
     none) allocates while it is built, and the RoPE tables of their layers (``V4_MODEL_SOURCE``, ``rope_tables``):
-    in the weights the engine logs. (bytes, where they come from)."""
+    in the weights the engine logs. In 0.27.0-0.28.x (``release``) also the eager scratch pool
+    (``dsv4_scratch_pool``, ``local_heads`` query heads a GPU). (bytes, where they come from)."""
     assert d.csa2 is None
     t = max_num_batched_tokens
     topk = t * d.index_topk * 4 * (2 if mtp_ratios else 1)
     hidden = t * d.hc_mult * hidden_size * BF16
     rope, rope_how = rope_tables(d, (*d.compress_ratios, *mtp_ratios), v41=False)
-    total = topk + hidden + rope
+    pool = 0
+    if release is not None and SCRATCH_POOL_FROM <= release < SCRATCH_POOL_UNTIL and local_heads:
+        pool = dsv4_scratch_pool(d, max_num_batched_tokens=t, local_heads=local_heads)
+    total = topk + hidden + rope + pool
     return total, (
         f"the model's buffers {total:,} B (topk_indices_buffer {t:,} x {d.index_topk} int32"
         + (" in the model and in the MTP drafter" if mtp_ratios else "")
-        + f", _mtp_hidden_buffer {t:,} x {d.hc_mult} x {hidden_size:,} bf16; {rope_how}: {V4_MODEL_SOURCE})"
+        + f", _mtp_hidden_buffer {t:,} x {d.hc_mult} x {hidden_size:,} bf16"
+        + (f", the eager scratch pool {pool:,} B ({SCRATCH_POOL_SOURCE})" if pool else "")
+        + f"; {rope_how}: {V4_MODEL_SOURCE})"
     )
 
 

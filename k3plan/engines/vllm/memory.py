@@ -795,6 +795,8 @@ def engine_sizing(
                 max_num_batched_tokens=max_num_batched_tokens,
                 hidden_size=hidden_size,
                 mtp_ratios=draft.dsv4_mtp_ratios if draft is not None else (),
+                local_heads=attention_heads or 0,
+                release=release,
             )
         )
         weights_bytes += buffers

@@ -1,0 +1,38 @@
+"""DeepSeek-V4's eager scratch pool on vLLM's CUDA model (engines/vllm/dsv4_workspace.py dsv4_scratch_pool,
+dsv4_model_buffers).
+
+Read in the vllm 0.27.0 and 0.28.0 wheels (PyPI): models/deepseek_v4/eager_scratch.py DeepseekV4EagerScratchPool.__init__
+allocates _q bf16 [max_num_tokens, padded_q_heads, q_head_dim] and one uint8 storage of max(_packed_size) over three
+spec sets (each view starting on a 256 B boundary): the FP4 indexer's values [T, index_q_heads, index_q_head_dim // 2]
+and scales [T, index_q_heads, index_q_head_dim // MXFP4_BLOCK_SIZE (32)] uint8 and weights [T, index_q_heads] float32;
+the global top-k [T, index_topk] and lengths [T] int32; the compressor's [T, q_head_dim] float32. nvidia/model.py
+DeepseekV4Model.__init__ builds it (not under use_ubatching) with padded_q_heads from FlashMLA's
+get_padded_num_q_heads (64 up to 64 heads). The 0.29.0 wheel has no eager_scratch.py."""
+
+from __future__ import annotations
+
+from k3plan.engines.vllm.dsv4_workspace import dsv4_model_buffers, dsv4_scratch_pool
+from k3plan.models.loader import load_model
+
+
+def _flash():
+    return load_model("deepseek-v4-flash").spec.dsv4
+
+
+def test_pool_at_8192_tokens_on_flash_tp8():
+    d = _flash()
+    assert (d.head_dim, d.index_n_heads, d.index_head_dim, d.index_topk) == (512, 64, 128, 512)
+    q = 8192 * 64 * 512 * 2  # 8 heads a GPU padded to FlashMLA's 64
+    fp4 = 8192 * 64 * 64 + 8192 * 64 * 4 + 8192 * 64 * 4  # values, scales, float32 weights: each 256 B aligned
+    assert dsv4_scratch_pool(d, max_num_batched_tokens=8192, local_heads=8) == q + fp4
+
+
+def test_pool_only_in_027_and_028():
+    d = _flash()
+    kw = dict(max_num_batched_tokens=8192, hidden_size=4096, local_heads=8)
+    base, _ = dsv4_model_buffers(d, **kw, release=(0, 26, 0))
+    pool = dsv4_scratch_pool(d, max_num_batched_tokens=8192, local_heads=8)
+    for release, extra in (((0, 27, 0), pool), ((0, 28, 1), pool), ((0, 29, 0), 0), (None, 0)):
+        total, how = dsv4_model_buffers(d, **kw, release=release)
+        assert total == base + extra
+        assert ("eager scratch pool" in how) == bool(extra)
