@@ -36,3 +36,21 @@ def test_pool_only_in_027_and_028():
         total, how = dsv4_model_buffers(d, **kw, release=release)
         assert total == base + extra
         assert ("eager scratch pool" in how) == bool(extra)
+
+
+def test_034_layer_holds_one_residual_stream():
+    # vllm 0.34.0 wheel: nvidia/model.py DeepseekV4Model.forward passes reuse_residual=True, and
+    # model_executor/kernels/mhc/tilelang.py _mhc_fused_post_pre_tilelang_impl writes residual_cur into the given
+    # residual's storage on the unfused path (num_tokens > _FUSED_POST_PRE_MAX_TOKENS, 32); 0.33.0 has no reuse
+    from k3plan.engines.vllm.dsv4_workspace import dsv4_forward_live, dsv4_indexer_live
+
+    d = _flash()
+    kw = dict(tokens=8192, hidden_size=4096, local_heads=8, q_lora_rank=1024)
+    stream = 2 * 8192 * d.hc_mult * 4096
+    old, _ = dsv4_forward_live(d, **kw, mtp=False, release=(0, 33, 0))
+    new, how = dsv4_forward_live(d, **kw, mtp=False, release=(0, 34, 0))
+    assert old - new == stream and "1 mHC residual stream" in how
+    assert dsv4_forward_live(d, **kw, mtp=False, release=None)[0] == old  # no release: the cited 0.26.0 code
+    old, _ = dsv4_indexer_live(d, **kw, release=(0, 33, 0))
+    new, _ = dsv4_indexer_live(d, **kw, release=(0, 34, 0))
+    assert old - new == stream

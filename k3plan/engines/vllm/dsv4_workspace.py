@@ -327,6 +327,29 @@ FORWARD_PAD_SOURCE = (
     "bf16 [T, padded heads, head_dim] on FlashMLA), qr_kv, the float32 scores and the normed qr / kv held by "
     "DeepseekV4Attention.forward; the layer's and the MTP drafter's other tensors as traced in the 0.26.0 wheel"
 )
+# From 0.34.0 the model's layer loop hands its residual over (nvidia/model.py DeepseekV4Model.forward calls each layer
+# with reuse_residual=True): DeepseekV4DecoderLayer.forward's mhc_fused_post_pre_tilelang_reuse_residual writes the
+# layer's residual stream into the storage of the one it was given (model_executor/kernels/mhc/tilelang.py
+# _mhc_fused_post_pre_tilelang_impl: 'residual_flat if reuse_residual', on the unfused path taken above
+# _FUSED_POST_PRE_MAX_TOKENS, 32, so at any profile-run size), so a layer holds one mHC residual stream, not the
+# caller's and its own. The MTP drafter's layer starts from residual None (mhc_pre_tilelang) and is unchanged. Read in
+# the 0.34.0 wheel; 0.27.0-0.33.0 keep two (no reuse_residual in their nvidia/model.py).
+RESIDUAL_REUSE_FROM: tuple[int, int, int] = (0, 34, 0)
+FORWARD_RELEASES_SOURCE = (
+    "the same moments read per release in the 0.27.0, 0.28.0, 0.29.0, 0.30.0, 0.31.0, 0.32.0, 0.33.0 and 0.34.0 wheels "
+    "(PyPI): nvidia/model.py DeepseekV4DecoderLayer.forward (mhc_pre / mhc_fused_post_pre_tilelang around attn and "
+    "ffn; sp_all_gather / sp_reduce_scatter only under sequence parallelism, EP with TP > 1 and DP > 1 or the mega "
+    "MoE), attention.py DeepseekV4Attention.forward (o_padded, 0.31.0 on via _alloc_attn_out, bf16 [T, padded heads, "
+    "head_dim] on FlashMLA; qr_kv and its fused RMSNorm halves, 0.29.0 on via _split_qkv_and_norm with qr_scale None "
+    "on CUDA; the compressor's and indexer's float32 kv_score, 0.34.0 through DeepseekV4CompressorKVScoreLinear's "
+    "torch.mm out_dtype float32), _fused_qnorm_rope_kv_insert's profile-run F.pad (the default stream's function "
+    "first in execute_in_parallel; 0.28.0 on the indexer returns its fp8 q and float32 weights and its logits run "
+    "after, in _sparse_indexer_and_attn, with the same tensors live), nvidia/mtp.py "
+    "DeepSeekV4MultiTokenPredictorLayer.forward (fused_mtp_input_rmsnorm's enorm / hnorm, h_proj + e_proj, the "
+    "mtp_block from residual None); v1/worker/gpu_model_runner.py _dummy_run builds no attention metadata for the "
+    "profile run in each; the eager scratch pool of 0.27.0 / 0.28.0 is resident (dsv4_model_buffers), the profile "
+    "run's q pad still a transient; from 0.34.0 one residual stream (RESIDUAL_REUSE_FROM)"
+)
 
 
 def dsv4_forward_live(
@@ -345,11 +368,13 @@ def dsv4_forward_live(
     stands in the profile run for k3plan's analytic one-layer temporaries. Before 0.21.0 (``release``;
     ``FORWARD_020_SOURCE``) the profile run pads no q: a layer holds at its largest the larger of q's moment (q
     unpadded beside the compressor's float32 scores) and the O projection's (``tp``: the attention TP size, o_groups
-    // tp local groups)."""
+    // tp local groups). From 0.34.0 (``RESIDUAL_REUSE_FROM``) a target layer holds one mHC residual stream, not
+    two; 0.27.0-0.33.x hold 0.26.0's moments (``FORWARD_RELEASES_SOURCE``)."""
     t, h, hd = tokens, hidden_size, d.head_dim
     padded = 64 if local_heads <= 64 else 128
     stream = BF16 * t * d.hc_mult * h  # one mHC residual stream
     row = BF16 * t * h
+    streams = 1 if release is not None and release >= RESIDUAL_REUSE_FROM else 2  # the caller's and the layer's
     if release is not None and release < LAYOUT_023_FROM:
         o_padded = BF16 * t * padded * hd
         qr_kv = BF16 * t * (q_lora_rank + hd)
@@ -382,7 +407,7 @@ def dsv4_forward_live(
             scores = 4 * t * 2 * coff * hd  # the compressor's kv_score, float32
             if ratio == 4:  # the indexer's compressor and weights_proj
                 scores += 4 * t * 2 * 2 * d.index_head_dim + BF16 * t * d.index_n_heads
-        layer = max(layer, 2 * row + 2 * stream + attention + scores)
+        layer = max(layer, 2 * row + streams * stream + attention + scores)
     drafter = (
         4 * row + 2 * stream + attention if mtp else 0
     )  # target output, embed, enorm, layer input; hnorm, residual
@@ -390,7 +415,8 @@ def dsv4_forward_live(
     return live, (
         f"vLLM's dummy forward at {t:,} tokens holds {live / GiB:.2f} GiB at its largest "
         f"({'the MTP drafter' if drafter > layer else 'a target layer'}: q padded to {padded} of {local_heads} heads, "
-        f"the mHC streams of {d.hc_mult}; {FORWARD_SOURCE}; {FORWARD_PAD_SOURCE})"
+        f"{streams} mHC residual stream{'s' if streams > 1 else ''} of {d.hc_mult} in a target layer; {FORWARD_SOURCE}; "
+        f"{FORWARD_PAD_SOURCE}; {FORWARD_RELEASES_SOURCE})"
     )
 
 
@@ -456,8 +482,15 @@ def dsv4_indexer_live(
         source = INDEXER_MOMENT_020_SOURCE
     else:
         scores = 4 * t * 2 * 2 * d.head_dim + 4 * t * 2 * 2 * d.index_head_dim + BF16 * t * d.index_n_heads
-        live = 2 * row + 2 * stream + o_padded + qr_kv + o_padded + scores + q_fp8 + weights  # o_padded-sized q pad
-        source = INDEXER_MOMENT_SOURCE
+        streams = 1 if release is not None and release >= RESIDUAL_REUSE_FROM else 2  # dsv4_forward_live
+        live = (
+            2 * row + streams * stream + o_padded + qr_kv + o_padded + scores + q_fp8 + weights
+        )  # o_padded-sized q pad
+        source = INDEXER_MOMENT_SOURCE + (
+            "; from 0.34.0 one mHC residual stream, the layer's written over its caller's (RESIDUAL_REUSE_FROM)"
+            if streams == 1
+            else ""
+        )
     return live, (
         f"at the indexer's logits a CSA layer holds {live / GiB:.2f} GiB beside them (o_padded [T, {padded}, "
         f"{d.head_dim}], qr_kv and its normed halves, the mHC residual stream of {d.hc_mult}, the indexer's fp8 q and "
