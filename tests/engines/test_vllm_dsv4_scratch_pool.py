@@ -54,3 +54,31 @@ def test_034_layer_holds_one_residual_stream():
     old, _ = dsv4_indexer_live(d, **kw, release=(0, 33, 0))
     new, _ = dsv4_indexer_live(d, **kw, release=(0, 34, 0))
     assert old - new == stream
+
+
+def test_pool_heads_under_flashinfer():
+    # nvidia/flashinfer_sparse.py (0.27.0 / 0.28.0) _pad_to_supported_q_heads: 32 local heads (V4-Pro at TP 4) stay 32,
+    # where FlashMLA pads them to 64
+    d = load_model("deepseek-v4-pro").spec.dsv4
+    flashmla = dsv4_scratch_pool(d, max_num_batched_tokens=8192, local_heads=32)
+    flashinfer = dsv4_scratch_pool(
+        d, max_num_batched_tokens=8192, local_heads=32, attention_backend="FLASHINFER_MLA_SPARSE_DSV4"
+    )
+    assert flashmla - flashinfer == 8192 * 32 * 512 * 2
+
+
+def test_q_pad_only_below_the_padded_count_and_flashinfer_heads():
+    # attention.py _fused_qnorm_rope_kv_insert (0.23.0, 0.26.0, 0.34.0 wheels): F.pad only where n_local_heads <
+    # padded_heads; nvidia/flashinfer_sparse.py (0.27.0-0.30.x) pads 32 heads to 32
+    from k3plan.engines.vllm.dsv4_workspace import dsv4_forward_live, v4_padded_heads
+
+    assert v4_padded_heads(32, release=(0, 28, 0)) == 64
+    assert v4_padded_heads(32, release=(0, 28, 0), attention_backend="FLASHINFER_MLA_SPARSE_DSV4") == 32
+    assert v4_padded_heads(32, release=(0, 26, 0), attention_backend="FLASHINFER_MLA_SPARSE_DSV4") == 64
+    assert v4_padded_heads(32, release=(0, 31, 0), attention_backend="FLASHINFER_MLA_SPARSE_DSV4") == 64
+    d = load_model("deepseek-v4-pro").spec.dsv4
+    kw = dict(tokens=8192, hidden_size=7168, local_heads=32, q_lora_rank=1536, mtp=False, release=(0, 28, 0))
+    flashmla, _ = dsv4_forward_live(d, **kw)
+    flashinfer, _ = dsv4_forward_live(d, **kw, attention_backend="FLASHINFER_MLA_SPARSE_DSV4")
+    # o_padded 64 -> 32 heads, and no padded copy of q (64 heads)
+    assert flashmla - flashinfer == 2 * 8192 * 512 * (32 + 64)

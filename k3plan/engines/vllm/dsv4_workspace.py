@@ -238,7 +238,9 @@ SCRATCH_POOL_SOURCE = (
     "vllm 0.27.0 and 0.28.0 wheels (PyPI): models/deepseek_v4/eager_scratch.py DeepseekV4EagerScratchPool.__init__ "
     "(_q bf16 [max_num_batched_tokens, padded heads, head_dim]; storage uint8 of max(_packed_size) over the FP4 "
     "indexer's, the global top-k's and the compressor's specs, 256 B aligned), built in nvidia/model.py "
-    "DeepseekV4Model.__init__ when not use_ubatching; not in the 0.29.0 wheel"
+    "DeepseekV4Model.__init__ when not use_ubatching, its padded heads the attention class's get_padded_num_q_heads "
+    "(nvidia/flashmla.py: 64 or 128; nvidia/flashinfer_sparse.py under FLASHINFER_MLA_SPARSE_DSV4: 8, 16, 32, 64 or "
+    "128); not in the 0.29.0 wheel"
 )
 
 
@@ -250,11 +252,16 @@ def _packed(*sizes: int) -> int:
     return -(-offset // SCRATCH_POOL_ALIGN) * SCRATCH_POOL_ALIGN
 
 
-def dsv4_scratch_pool(d: DSV4Dims, *, max_num_batched_tokens: int, local_heads: int) -> int:
+def dsv4_scratch_pool(
+    d: DSV4Dims, *, max_num_batched_tokens: int, local_heads: int, attention_backend: str = ""
+) -> int:
     """Bytes of vLLM 0.27.0-0.28.x's DeepseekV4EagerScratchPool (``SCRATCH_POOL_SOURCE``) at ``local_heads`` query
-    heads a GPU (FlashMLA's padded count, ``get_padded_num_q_heads``: 64 up to 64 heads, else 128)."""
+    heads a GPU, padded as the layer's attention class pads them (nvidia/model.py _select_dsv4_attn_cls
+    .get_padded_num_q_heads): FlashMLA's 64 up to 64 heads, else 128 (nvidia/flashmla.py); under
+    ``attention_backend`` FLASHINFER_MLA_SPARSE_DSV4 the smallest of 8, 16, 32, 64, 128 that holds them
+    (nvidia/flashinfer_sparse.py _pad_to_supported_q_heads)."""
     t = max_num_batched_tokens
-    padded = 64 if local_heads <= 64 else 128
+    padded = v4_padded_heads(local_heads, release=SCRATCH_POOL_FROM, attention_backend=attention_backend)
     q = BF16 * t * padded * d.head_dim
     ih, ihd = d.index_n_heads, d.index_head_dim
     fp4 = _packed(t * ih * (ihd // 2), t * ih * (ihd // MXFP4_BLOCK), F32 * t * ih)
@@ -271,11 +278,13 @@ def dsv4_model_buffers(
     mtp_ratios: tuple[int, ...] = (),
     local_heads: int = 0,
     release: tuple[int, int, int] | None = None,
+    attention_backend: str = "",
 ) -> tuple[int, str]:
     """The buffers vLLM's DeepSeek-V4 model (and its MTP drafter, ``mtp_ratios`` its layers' compress ratios; ():
     none) allocates while it is built, and the RoPE tables of their layers (``V4_MODEL_SOURCE``, ``rope_tables``):
     in the weights the engine logs. In 0.27.0-0.28.x (``release``) also the eager scratch pool
-    (``dsv4_scratch_pool``, ``local_heads`` query heads a GPU). (bytes, where they come from)."""
+    (``dsv4_scratch_pool``, ``local_heads`` query heads a GPU under ``attention_backend``). (bytes, where they come
+    from)."""
     assert d.csa2 is None
     t = max_num_batched_tokens
     topk = t * d.index_topk * 4 * (2 if mtp_ratios else 1)
@@ -283,7 +292,9 @@ def dsv4_model_buffers(
     rope, rope_how = rope_tables(d, (*d.compress_ratios, *mtp_ratios), v41=False)
     pool = 0
     if release is not None and SCRATCH_POOL_FROM <= release < SCRATCH_POOL_UNTIL and local_heads:
-        pool = dsv4_scratch_pool(d, max_num_batched_tokens=t, local_heads=local_heads)
+        pool = dsv4_scratch_pool(
+            d, max_num_batched_tokens=t, local_heads=local_heads, attention_backend=attention_backend
+        )
     total = topk + hidden + rope + pool
     return total, (
         f"the model's buffers {total:,} B (topk_indices_buffer {t:,} x {d.index_topk} int32"
@@ -335,6 +346,34 @@ FORWARD_PAD_SOURCE = (
 # caller's and its own. The MTP drafter's layer starts from residual None (mhc_pre_tilelang) and is unchanged. Read in
 # the 0.34.0 wheel; 0.27.0-0.33.0 keep two (no reuse_residual in their nvidia/model.py).
 RESIDUAL_REUSE_FROM: tuple[int, int, int] = (0, 34, 0)
+# Under --attention-config backend FLASHINFER_MLA_SPARSE_DSV4 the layer is nvidia/flashinfer_sparse.py
+# DeepseekV4FlashInferMLAAttention (nvidia/model.py _select_dsv4_attn_cls), which from 0.27.0 pads the query heads to
+# the smallest of 8, 16, 32, 64, 128 that holds them (_pad_to_supported_q_heads; 0.26.0's pads to 64 / 128 as FlashMLA
+# does) and, in 0.27.0-0.30.x, overrides only the O projection and forward_mqa (which zeroes the output and returns
+# in the profile run): o_padded and the q pad take its count. From 0.31.0 its _alloc_attn_out returns a
+# QuantizedActivation (the inverse RoPE and the FP8 cast fused into the kernel): not traced, FlashMLA's layout stands.
+# On either class the profile run pads q only where n_local_heads < padded_heads (attention.py
+# _fused_qnorm_rope_kv_insert, the 0.23.0, 0.26.0 and 0.34.0 wheels): at 64 or 128 local heads it returns q itself.
+FLASHINFER_PAD_FROM: tuple[int, int, int] = (0, 27, 0)
+FLASHINFER_PAD_UNTIL: tuple[int, int, int] = (0, 31, 0)
+FLASHINFER_V4_BACKEND = "FLASHINFER_MLA_SPARSE_DSV4"
+FLASHINFER_Q_HEADS = (8, 16, 32, 64, 128)  # nvidia/flashinfer_sparse.py _SPARSE_MLA_SUPPORTED_Q_HEADS, 0.27.0-0.34.0
+
+
+def v4_padded_heads(local_heads: int, *, release: tuple[int, int, int] | None, attention_backend: str = "") -> int:
+    """The query heads vLLM's CUDA V4 layer allocates q / o at (get_padded_num_q_heads): FlashMLA's 64 up to 64
+    heads, else 128 (nvidia/flashmla.py); FlashInfer's smallest supported count in the releases traced for it
+    (``FLASHINFER_PAD_FROM`` to ``FLASHINFER_PAD_UNTIL``)."""
+    padded = 64 if local_heads <= 64 else 128
+    if (
+        attention_backend == FLASHINFER_V4_BACKEND
+        and release is not None
+        and FLASHINFER_PAD_FROM <= release < FLASHINFER_PAD_UNTIL
+    ):
+        padded = min((h for h in FLASHINFER_Q_HEADS if h >= local_heads), default=padded)
+    return padded
+
+
 FORWARD_RELEASES_SOURCE = (
     "the same moments read per release in the 0.27.0, 0.28.0, 0.29.0, 0.30.0, 0.31.0, 0.32.0, 0.33.0 and 0.34.0 wheels "
     "(PyPI): nvidia/model.py DeepseekV4DecoderLayer.forward (mhc_pre / mhc_fused_post_pre_tilelang around attn and "
@@ -362,6 +401,7 @@ def dsv4_forward_live(
     mtp: bool,
     release: tuple[int, int, int] | None = None,
     tp: int = 1,
+    attention_backend: str = "",
 ) -> tuple[int, str]:
     """(bytes, how): the largest live set of vLLM's eager DeepSeek-V4 dummy forward at ``tokens`` (``FORWARD_SOURCE``):
     at the pad of q in a layer of each compress ratio present, and in the MTP drafter's layer where one runs. It
@@ -371,7 +411,7 @@ def dsv4_forward_live(
     // tp local groups). From 0.34.0 (``RESIDUAL_REUSE_FROM``) a target layer holds one mHC residual stream, not
     two; 0.27.0-0.33.x hold 0.26.0's moments (``FORWARD_RELEASES_SOURCE``)."""
     t, h, hd = tokens, hidden_size, d.head_dim
-    padded = 64 if local_heads <= 64 else 128
+    padded = v4_padded_heads(local_heads, release=release, attention_backend=attention_backend)
     stream = BF16 * t * d.hc_mult * h  # one mHC residual stream
     row = BF16 * t * h
     streams = 1 if release is not None and release >= RESIDUAL_REUSE_FROM else 2  # the caller's and the layer's
@@ -397,7 +437,7 @@ def dsv4_forward_live(
         BF16 * t * padded * hd  # o_padded
         + 2 * BF16 * t * (q_lora_rank + hd)  # qr_kv and the normed qr, kv
         + BF16 * t * local_heads * hd  # q
-        + BF16 * t * padded * hd  # q padded
+        + (BF16 * t * padded * hd if local_heads < padded else 0)  # q padded (none at the padded count)
     )
     layer = 0
     for ratio in set(d.compress_ratios):
@@ -450,6 +490,7 @@ def dsv4_indexer_live(
     local_heads: int,
     q_lora_rank: int,
     release: tuple[int, int, int] | None = None,
+    attention_backend: str = "",
 ) -> tuple[int, str]:
     """(bytes, how): what a CSA layer (compress ratio 4, the layers with an indexer) of vLLM's eager DeepSeek-V4 dummy
     forward holds when the indexer allocates its profile-run logits, the logits aside. From 0.23.0 (and with no
@@ -460,7 +501,7 @@ def dsv4_indexer_live(
     if 4 not in d.compress_ratios or not d.index_head_dim:
         return 0, "no layer with an indexer"
     t = tokens
-    padded = 64 if local_heads <= 64 else 128
+    padded = v4_padded_heads(local_heads, release=release, attention_backend=attention_backend)
     stream = BF16 * t * d.hc_mult * hidden_size
     row = BF16 * t * hidden_size
     o_padded = BF16 * t * padded * d.head_dim
@@ -483,9 +524,8 @@ def dsv4_indexer_live(
     else:
         scores = 4 * t * 2 * 2 * d.head_dim + 4 * t * 2 * 2 * d.index_head_dim + BF16 * t * d.index_n_heads
         streams = 1 if release is not None and release >= RESIDUAL_REUSE_FROM else 2  # dsv4_forward_live
-        live = (
-            2 * row + streams * stream + o_padded + qr_kv + o_padded + scores + q_fp8 + weights
-        )  # o_padded-sized q pad
+        q_pad = o_padded if local_heads < padded else BF16 * t * local_heads * d.head_dim  # q itself, not padded
+        live = 2 * row + streams * stream + o_padded + qr_kv + q_pad + scores + q_fp8 + weights
         source = INDEXER_MOMENT_SOURCE + (
             "; from 0.34.0 one mHC residual stream, the layer's written over its caller's (RESIDUAL_REUSE_FROM)"
             if streams == 1
