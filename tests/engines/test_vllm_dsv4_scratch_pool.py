@@ -82,3 +82,16 @@ def test_q_pad_only_below_the_padded_count_and_flashinfer_heads():
     flashinfer, _ = dsv4_forward_live(d, **kw, attention_backend="FLASHINFER_MLA_SPARSE_DSV4")
     # o_padded 64 -> 32 heads, and no padded copy of q (64 heads)
     assert flashmla - flashinfer == 2 * 8192 * 512 * (32 + 64)
+
+
+def test_mtp_hidden_buffer_only_with_a_drafter_from_027():
+    # nvidia/model.py DeepseekV4Model.__init__: 0.26.0 allocates _mtp_hidden_buffer whatever the speculative config;
+    # 0.27.0 / 0.33.0 only where spec_config.use_eagle() or uses_draft_model()
+    d = _flash()
+    kw = dict(max_num_batched_tokens=8192, hidden_size=4096)
+    row = 8192 * d.hc_mult * 4096 * 2
+    with_drafter, _ = dsv4_model_buffers(d, **kw, release=(0, 33, 0))
+    alone, how = dsv4_model_buffers(d, **kw, release=(0, 33, 0), drafter_reads_hidden=False)
+    assert with_drafter - alone == row and "no _mtp_hidden_buffer" in how
+    assert dsv4_model_buffers(d, **kw, release=(0, 26, 0), drafter_reads_hidden=False)[0] == with_drafter
+    assert dsv4_model_buffers(d, **kw, release=None, drafter_reads_hidden=False)[0] == with_drafter

@@ -270,6 +270,13 @@ def dsv4_scratch_pool(
     return q + max(fp4, global_topk, compressor)
 
 
+# From 0.27.0 DeepseekV4Model.__init__ allocates _mtp_hidden_buffer only where a drafter reads the target's hidden
+# states (nvidia/model.py: needs_mtp_hidden_states = spec_config is not None and (spec_config.use_eagle() or
+# spec_config.uses_draft_model()); config/speculative.py use_eagle: eagle, eagle3, mtp, dflash, dspark), read in the
+# 0.27.0 and 0.33.0 wheels (PyPI); 0.26.0's allocates it on the last PP rank whatever the speculative config.
+MTP_HIDDEN_GATED_FROM: tuple[int, int, int] = (0, 27, 0)
+
+
 def dsv4_model_buffers(
     d: DSV4Dims,
     *,
@@ -279,16 +286,19 @@ def dsv4_model_buffers(
     local_heads: int = 0,
     release: tuple[int, int, int] | None = None,
     attention_backend: str = "",
+    drafter_reads_hidden: bool = True,
 ) -> tuple[int, str]:
     """The buffers vLLM's DeepSeek-V4 model (and its MTP drafter, ``mtp_ratios`` its layers' compress ratios; ():
     none) allocates while it is built, and the RoPE tables of their layers (``V4_MODEL_SOURCE``, ``rope_tables``):
     in the weights the engine logs. In 0.27.0-0.28.x (``release``) also the eager scratch pool
-    (``dsv4_scratch_pool``, ``local_heads`` query heads a GPU under ``attention_backend``). (bytes, where they come
+    (``dsv4_scratch_pool``, ``local_heads`` query heads a GPU under ``attention_backend``); from 0.27.0 the
+    _mtp_hidden_buffer only where ``drafter_reads_hidden`` (``MTP_HIDDEN_GATED_FROM``). (bytes, where they come
     from)."""
     assert d.csa2 is None
     t = max_num_batched_tokens
     topk = t * d.index_topk * 4 * (2 if mtp_ratios else 1)
-    hidden = t * d.hc_mult * hidden_size * BF16
+    gated = release is not None and release >= MTP_HIDDEN_GATED_FROM and not drafter_reads_hidden
+    hidden = 0 if gated else t * d.hc_mult * hidden_size * BF16
     rope, rope_how = rope_tables(d, (*d.compress_ratios, *mtp_ratios), v41=False)
     pool = 0
     if release is not None and SCRATCH_POOL_FROM <= release < SCRATCH_POOL_UNTIL and local_heads:
@@ -299,7 +309,11 @@ def dsv4_model_buffers(
     return total, (
         f"the model's buffers {total:,} B (topk_indices_buffer {t:,} x {d.index_topk} int32"
         + (" in the model and in the MTP drafter" if mtp_ratios else "")
-        + f", _mtp_hidden_buffer {t:,} x {d.hc_mult} x {hidden_size:,} bf16"
+        + (
+            ", no _mtp_hidden_buffer (from 0.27.0 only where a drafter reads the hidden states: MTP_HIDDEN_GATED_FROM)"
+            if gated
+            else f", _mtp_hidden_buffer {t:,} x {d.hc_mult} x {hidden_size:,} bf16"
+        )
         + (f", the eager scratch pool {pool:,} B ({SCRATCH_POOL_SOURCE})" if pool else "")
         + f"; {rope_how}: {V4_MODEL_SOURCE})"
     )

@@ -800,6 +800,8 @@ def engine_sizing(
                 local_heads=attention_heads or 0,
                 release=release,
                 attention_backend=attention_backend,
+                drafter_reads_hidden=draft is not None
+                and (bool(draft.dsv4_mtp_ratios) or draft.target_hidden_row_bytes > 0),
             )
         )
         weights_bytes += buffers
