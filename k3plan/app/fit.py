@@ -950,6 +950,7 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         in_flight=st.windowed_in_flight,
         hidden_size=spec.hidden_size,
         attention_heads=spec.mla.heads // setup.parallel.tp if spec.mla else 0,
+        attention_backend=str((served.attention or {}).get("backend") or "") if served is not None else "",
         q_lora_rank=(spec.mla.q_lora_rank or 0) if spec.mla else 0,
         tp_attention=setup.parallel.tp,
         mega_moe=_mega_moe(served, setup, result, vendor=hw.vendor),

@@ -220,22 +220,102 @@ V4_MODEL_SOURCE = (
 )
 
 
+# DeepseekV4EagerScratchPool (vllm 0.27.0 and 0.28.0 wheels, PyPI: models/deepseek_v4/eager_scratch.py, built by
+# nvidia/model.py DeepseekV4Model.__init__ unless parallel_config.use_ubatching, k3plan refusing --enable-dbo): a
+# model-wide pool allocated while the model is built, so inside the load's measurement and resident, not a transient
+# of the profile run (whose _fused_qnorm_rope_kv_insert still returns F.pad(q) without attention metadata; the pool's
+# q_out serves the kernel path only). It holds q at the padded heads, [max_num_batched_tokens, padded heads, head_dim]
+# bf16, and one uint8 storage the size of the largest of three packed spec sets (each view aligned to 256 B): the FP4
+# indexer's q values [T, index heads, index_head_dim / 2] and scales [T, index heads, index_head_dim / 32] uint8 with
+# its float32 weights [T, index heads]; the global top-k indices [T, index_topk] and lengths [T] int32; the
+# compressor's float32 scratch [T, head_dim]. The 0.29.0 wheel drops it (no eager_scratch.py; attention.py's kernel
+# path allocates its padded q again).
+SCRATCH_POOL_FROM: tuple[int, int, int] = (0, 27, 0)
+SCRATCH_POOL_UNTIL: tuple[int, int, int] = (0, 29, 0)
+SCRATCH_POOL_ALIGN = 256
+MXFP4_BLOCK = 32  # models/deepseek_v4/common/ops/fused_indexer_q.py MXFP4_BLOCK_SIZE
+SCRATCH_POOL_SOURCE = (
+    "vllm 0.27.0 and 0.28.0 wheels (PyPI): models/deepseek_v4/eager_scratch.py DeepseekV4EagerScratchPool.__init__ "
+    "(_q bf16 [max_num_batched_tokens, padded heads, head_dim]; storage uint8 of max(_packed_size) over the FP4 "
+    "indexer's, the global top-k's and the compressor's specs, 256 B aligned), built in nvidia/model.py "
+    "DeepseekV4Model.__init__ when not use_ubatching, its padded heads the attention class's get_padded_num_q_heads "
+    "(nvidia/flashmla.py: 64 or 128; nvidia/flashinfer_sparse.py under FLASHINFER_MLA_SPARSE_DSV4: 8, 16, 32, 64 or "
+    "128); not in the 0.29.0 wheel"
+)
+
+
+def _packed(*sizes: int) -> int:
+    """DeepseekV4EagerScratchPool._packed_size: views of ``sizes`` bytes, each starting on a 256 B boundary."""
+    offset = 0
+    for size in sizes:
+        offset = -(-offset // SCRATCH_POOL_ALIGN) * SCRATCH_POOL_ALIGN + size
+    return -(-offset // SCRATCH_POOL_ALIGN) * SCRATCH_POOL_ALIGN
+
+
+def dsv4_scratch_pool(
+    d: DSV4Dims, *, max_num_batched_tokens: int, local_heads: int, attention_backend: str = ""
+) -> int:
+    """Bytes of vLLM 0.27.0-0.28.x's DeepseekV4EagerScratchPool (``SCRATCH_POOL_SOURCE``) at ``local_heads`` query
+    heads a GPU, padded as the layer's attention class pads them (nvidia/model.py _select_dsv4_attn_cls
+    .get_padded_num_q_heads): FlashMLA's 64 up to 64 heads, else 128 (nvidia/flashmla.py); under
+    ``attention_backend`` FLASHINFER_MLA_SPARSE_DSV4 the smallest of 8, 16, 32, 64, 128 that holds them
+    (nvidia/flashinfer_sparse.py _pad_to_supported_q_heads)."""
+    t = max_num_batched_tokens
+    padded = v4_padded_heads(local_heads, release=SCRATCH_POOL_FROM, attention_backend=attention_backend)
+    q = BF16 * t * padded * d.head_dim
+    ih, ihd = d.index_n_heads, d.index_head_dim
+    fp4 = _packed(t * ih * (ihd // 2), t * ih * (ihd // MXFP4_BLOCK), F32 * t * ih)
+    global_topk = _packed(4 * t * d.index_topk, 4 * t)
+    compressor = _packed(F32 * t * d.head_dim)
+    return q + max(fp4, global_topk, compressor)
+
+
+# From 0.27.0 DeepseekV4Model.__init__ allocates _mtp_hidden_buffer only where a drafter reads the target's hidden
+# states (nvidia/model.py: needs_mtp_hidden_states = spec_config is not None and (spec_config.use_eagle() or
+# spec_config.uses_draft_model()); config/speculative.py use_eagle: eagle, eagle3, mtp, dflash, dspark), read in the
+# 0.27.0 and 0.33.0 wheels (PyPI); 0.26.0's allocates it on the last PP rank whatever the speculative config.
+MTP_HIDDEN_GATED_FROM: tuple[int, int, int] = (0, 27, 0)
+
+
 def dsv4_model_buffers(
-    d: DSV4Dims, *, max_num_batched_tokens: int, hidden_size: int, mtp_ratios: tuple[int, ...] = ()
+    d: DSV4Dims,
+    *,
+    max_num_batched_tokens: int,
+    hidden_size: int,
+    mtp_ratios: tuple[int, ...] = (),
+    local_heads: int = 0,
+    release: tuple[int, int, int] | None = None,
+    attention_backend: str = "",
+    drafter_reads_hidden: bool = True,
 ) -> tuple[int, str]:
     """The buffers vLLM's DeepSeek-V4 model (and its MTP drafter, ``mtp_ratios`` its layers' compress ratios; ():
     none) allocates while it is built, and the RoPE tables of their layers (``V4_MODEL_SOURCE``, ``rope_tables``):
-    in the weights the engine logs. (bytes, where they come from)."""
+    in the weights the engine logs. In 0.27.0-0.28.x (``release``) also the eager scratch pool
+    (``dsv4_scratch_pool``, ``local_heads`` query heads a GPU under ``attention_backend``); from 0.27.0 the
+    _mtp_hidden_buffer only where ``drafter_reads_hidden`` (``MTP_HIDDEN_GATED_FROM``). (bytes, where they come
+    from)."""
     assert d.csa2 is None
     t = max_num_batched_tokens
     topk = t * d.index_topk * 4 * (2 if mtp_ratios else 1)
-    hidden = t * d.hc_mult * hidden_size * BF16
+    gated = release is not None and release >= MTP_HIDDEN_GATED_FROM and not drafter_reads_hidden
+    hidden = 0 if gated else t * d.hc_mult * hidden_size * BF16
     rope, rope_how = rope_tables(d, (*d.compress_ratios, *mtp_ratios), v41=False)
-    total = topk + hidden + rope
+    pool = 0
+    if release is not None and SCRATCH_POOL_FROM <= release < SCRATCH_POOL_UNTIL and local_heads:
+        pool = dsv4_scratch_pool(
+            d, max_num_batched_tokens=t, local_heads=local_heads, attention_backend=attention_backend
+        )
+    total = topk + hidden + rope + pool
     return total, (
         f"the model's buffers {total:,} B (topk_indices_buffer {t:,} x {d.index_topk} int32"
         + (" in the model and in the MTP drafter" if mtp_ratios else "")
-        + f", _mtp_hidden_buffer {t:,} x {d.hc_mult} x {hidden_size:,} bf16; {rope_how}: {V4_MODEL_SOURCE})"
+        + (
+            ", no _mtp_hidden_buffer (from 0.27.0 only where a drafter reads the hidden states: MTP_HIDDEN_GATED_FROM)"
+            if gated
+            else f", _mtp_hidden_buffer {t:,} x {d.hc_mult} x {hidden_size:,} bf16"
+        )
+        + (f", the eager scratch pool {pool:,} B ({SCRATCH_POOL_SOURCE})" if pool else "")
+        + f"; {rope_how}: {V4_MODEL_SOURCE})"
     )
 
 
@@ -272,6 +352,57 @@ FORWARD_PAD_SOURCE = (
     "bf16 [T, padded heads, head_dim] on FlashMLA), qr_kv, the float32 scores and the normed qr / kv held by "
     "DeepseekV4Attention.forward; the layer's and the MTP drafter's other tensors as traced in the 0.26.0 wheel"
 )
+# From 0.34.0 the model's layer loop hands its residual over (nvidia/model.py DeepseekV4Model.forward calls each layer
+# with reuse_residual=True): DeepseekV4DecoderLayer.forward's mhc_fused_post_pre_tilelang_reuse_residual writes the
+# layer's residual stream into the storage of the one it was given (model_executor/kernels/mhc/tilelang.py
+# _mhc_fused_post_pre_tilelang_impl: 'residual_flat if reuse_residual', on the unfused path taken above
+# _FUSED_POST_PRE_MAX_TOKENS, 32, so at any profile-run size), so a layer holds one mHC residual stream, not the
+# caller's and its own. The MTP drafter's layer starts from residual None (mhc_pre_tilelang) and is unchanged. Read in
+# the 0.34.0 wheel; 0.27.0-0.33.0 keep two (no reuse_residual in their nvidia/model.py).
+RESIDUAL_REUSE_FROM: tuple[int, int, int] = (0, 34, 0)
+# Under --attention-config backend FLASHINFER_MLA_SPARSE_DSV4 the layer is nvidia/flashinfer_sparse.py
+# DeepseekV4FlashInferMLAAttention (nvidia/model.py _select_dsv4_attn_cls), which from 0.27.0 pads the query heads to
+# the smallest of 8, 16, 32, 64, 128 that holds them (_pad_to_supported_q_heads; 0.26.0's pads to 64 / 128 as FlashMLA
+# does) and, in 0.27.0-0.30.x, overrides only the O projection and forward_mqa (which zeroes the output and returns
+# in the profile run): o_padded and the q pad take its count. From 0.31.0 its _alloc_attn_out returns a
+# QuantizedActivation (the inverse RoPE and the FP8 cast fused into the kernel): not traced, FlashMLA's layout stands.
+# On either class the profile run pads q only where n_local_heads < padded_heads (attention.py
+# _fused_qnorm_rope_kv_insert, the 0.23.0, 0.26.0 and 0.34.0 wheels): at 64 or 128 local heads it returns q itself.
+FLASHINFER_PAD_FROM: tuple[int, int, int] = (0, 27, 0)
+FLASHINFER_PAD_UNTIL: tuple[int, int, int] = (0, 31, 0)
+FLASHINFER_V4_BACKEND = "FLASHINFER_MLA_SPARSE_DSV4"
+FLASHINFER_Q_HEADS = (8, 16, 32, 64, 128)  # nvidia/flashinfer_sparse.py _SPARSE_MLA_SUPPORTED_Q_HEADS, 0.27.0-0.34.0
+
+
+def v4_padded_heads(local_heads: int, *, release: tuple[int, int, int] | None, attention_backend: str = "") -> int:
+    """The query heads vLLM's CUDA V4 layer allocates q / o at (get_padded_num_q_heads): FlashMLA's 64 up to 64
+    heads, else 128 (nvidia/flashmla.py); FlashInfer's smallest supported count in the releases traced for it
+    (``FLASHINFER_PAD_FROM`` to ``FLASHINFER_PAD_UNTIL``)."""
+    padded = 64 if local_heads <= 64 else 128
+    if (
+        attention_backend == FLASHINFER_V4_BACKEND
+        and release is not None
+        and FLASHINFER_PAD_FROM <= release < FLASHINFER_PAD_UNTIL
+    ):
+        padded = min((h for h in FLASHINFER_Q_HEADS if h >= local_heads), default=padded)
+    return padded
+
+
+FORWARD_RELEASES_SOURCE = (
+    "the same moments read per release in the 0.27.0, 0.28.0, 0.29.0, 0.30.0, 0.31.0, 0.32.0, 0.33.0 and 0.34.0 wheels "
+    "(PyPI): nvidia/model.py DeepseekV4DecoderLayer.forward (mhc_pre / mhc_fused_post_pre_tilelang around attn and "
+    "ffn; sp_all_gather / sp_reduce_scatter only under sequence parallelism, EP with TP > 1 and DP > 1 or the mega "
+    "MoE), attention.py DeepseekV4Attention.forward (o_padded, 0.31.0 on via _alloc_attn_out, bf16 [T, padded heads, "
+    "head_dim] on FlashMLA; qr_kv and its fused RMSNorm halves, 0.29.0 on via _split_qkv_and_norm with qr_scale None "
+    "on CUDA; the compressor's and indexer's float32 kv_score, 0.34.0 through DeepseekV4CompressorKVScoreLinear's "
+    "torch.mm out_dtype float32), _fused_qnorm_rope_kv_insert's profile-run F.pad (the default stream's function "
+    "first in execute_in_parallel; 0.28.0 on the indexer returns its fp8 q and float32 weights and its logits run "
+    "after, in _sparse_indexer_and_attn, with the same tensors live), nvidia/mtp.py "
+    "DeepSeekV4MultiTokenPredictorLayer.forward (fused_mtp_input_rmsnorm's enorm / hnorm, h_proj + e_proj, the "
+    "mtp_block from residual None); v1/worker/gpu_model_runner.py _dummy_run builds no attention metadata for the "
+    "profile run in each; the eager scratch pool of 0.27.0 / 0.28.0 is resident (dsv4_model_buffers), the profile "
+    "run's q pad still a transient; from 0.34.0 one residual stream (RESIDUAL_REUSE_FROM)"
+)
 
 
 def dsv4_forward_live(
@@ -284,17 +415,20 @@ def dsv4_forward_live(
     mtp: bool,
     release: tuple[int, int, int] | None = None,
     tp: int = 1,
+    attention_backend: str = "",
 ) -> tuple[int, str]:
     """(bytes, how): the largest live set of vLLM's eager DeepSeek-V4 dummy forward at ``tokens`` (``FORWARD_SOURCE``):
     at the pad of q in a layer of each compress ratio present, and in the MTP drafter's layer where one runs. It
     stands in the profile run for k3plan's analytic one-layer temporaries. Before 0.21.0 (``release``;
     ``FORWARD_020_SOURCE``) the profile run pads no q: a layer holds at its largest the larger of q's moment (q
     unpadded beside the compressor's float32 scores) and the O projection's (``tp``: the attention TP size, o_groups
-    // tp local groups)."""
+    // tp local groups). From 0.34.0 (``RESIDUAL_REUSE_FROM``) a target layer holds one mHC residual stream, not
+    two; 0.27.0-0.33.x hold 0.26.0's moments (``FORWARD_RELEASES_SOURCE``)."""
     t, h, hd = tokens, hidden_size, d.head_dim
-    padded = 64 if local_heads <= 64 else 128
+    padded = v4_padded_heads(local_heads, release=release, attention_backend=attention_backend)
     stream = BF16 * t * d.hc_mult * h  # one mHC residual stream
     row = BF16 * t * h
+    streams = 1 if release is not None and release >= RESIDUAL_REUSE_FROM else 2  # the caller's and the layer's
     if release is not None and release < LAYOUT_023_FROM:
         o_padded = BF16 * t * padded * hd
         qr_kv = BF16 * t * (q_lora_rank + hd)
@@ -317,7 +451,7 @@ def dsv4_forward_live(
         BF16 * t * padded * hd  # o_padded
         + 2 * BF16 * t * (q_lora_rank + hd)  # qr_kv and the normed qr, kv
         + BF16 * t * local_heads * hd  # q
-        + BF16 * t * padded * hd  # q padded
+        + (BF16 * t * padded * hd if local_heads < padded else 0)  # q padded (none at the padded count)
     )
     layer = 0
     for ratio in set(d.compress_ratios):
@@ -327,7 +461,7 @@ def dsv4_forward_live(
             scores = 4 * t * 2 * coff * hd  # the compressor's kv_score, float32
             if ratio == 4:  # the indexer's compressor and weights_proj
                 scores += 4 * t * 2 * 2 * d.index_head_dim + BF16 * t * d.index_n_heads
-        layer = max(layer, 2 * row + 2 * stream + attention + scores)
+        layer = max(layer, 2 * row + streams * stream + attention + scores)
     drafter = (
         4 * row + 2 * stream + attention if mtp else 0
     )  # target output, embed, enorm, layer input; hnorm, residual
@@ -335,7 +469,8 @@ def dsv4_forward_live(
     return live, (
         f"vLLM's dummy forward at {t:,} tokens holds {live / GiB:.2f} GiB at its largest "
         f"({'the MTP drafter' if drafter > layer else 'a target layer'}: q padded to {padded} of {local_heads} heads, "
-        f"the mHC streams of {d.hc_mult}; {FORWARD_SOURCE}; {FORWARD_PAD_SOURCE})"
+        f"{streams} mHC residual stream{'s' if streams > 1 else ''} of {d.hc_mult} in a target layer; {FORWARD_SOURCE}; "
+        f"{FORWARD_PAD_SOURCE}; {FORWARD_RELEASES_SOURCE})"
     )
 
 
@@ -369,6 +504,7 @@ def dsv4_indexer_live(
     local_heads: int,
     q_lora_rank: int,
     release: tuple[int, int, int] | None = None,
+    attention_backend: str = "",
 ) -> tuple[int, str]:
     """(bytes, how): what a CSA layer (compress ratio 4, the layers with an indexer) of vLLM's eager DeepSeek-V4 dummy
     forward holds when the indexer allocates its profile-run logits, the logits aside. From 0.23.0 (and with no
@@ -379,7 +515,7 @@ def dsv4_indexer_live(
     if 4 not in d.compress_ratios or not d.index_head_dim:
         return 0, "no layer with an indexer"
     t = tokens
-    padded = 64 if local_heads <= 64 else 128
+    padded = v4_padded_heads(local_heads, release=release, attention_backend=attention_backend)
     stream = BF16 * t * d.hc_mult * hidden_size
     row = BF16 * t * hidden_size
     o_padded = BF16 * t * padded * d.head_dim
@@ -401,8 +537,14 @@ def dsv4_indexer_live(
         source = INDEXER_MOMENT_020_SOURCE
     else:
         scores = 4 * t * 2 * 2 * d.head_dim + 4 * t * 2 * 2 * d.index_head_dim + BF16 * t * d.index_n_heads
-        live = 2 * row + 2 * stream + o_padded + qr_kv + o_padded + scores + q_fp8 + weights  # o_padded-sized q pad
-        source = INDEXER_MOMENT_SOURCE
+        streams = 1 if release is not None and release >= RESIDUAL_REUSE_FROM else 2  # dsv4_forward_live
+        q_pad = o_padded if local_heads < padded else BF16 * t * local_heads * d.head_dim  # q itself, not padded
+        live = 2 * row + streams * stream + o_padded + qr_kv + q_pad + scores + q_fp8 + weights
+        source = INDEXER_MOMENT_SOURCE + (
+            "; from 0.34.0 one mHC residual stream, the layer's written over its caller's (RESIDUAL_REUSE_FROM)"
+            if streams == 1
+            else ""
+        )
     return live, (
         f"at the indexer's logits a CSA layer holds {live / GiB:.2f} GiB beside them (o_padded [T, {padded}, "
         f"{d.head_dim}], qr_kv and its normed halves, the mHC residual stream of {d.hc_mult}, the indexer's fp8 q and "

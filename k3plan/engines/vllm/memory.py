@@ -665,6 +665,7 @@ def engine_sizing(
     release: Release | None = None,
     hidden_size: int = 0,
     attention_heads: int = 0,
+    attention_backend: str = "",
     q_lora_rank: int = 0,
     tp_attention: int = 0,
     in_flight: int | None = None,
@@ -694,6 +695,7 @@ def engine_sizing(
     ``release``: the vLLM release the command runs (fit --engine-version, else the newest read: engines/vllm/
     releases.py; None: the code each rule cites). ``hybrid_kv_off``: --disable-hybrid-kv-cache-manager on
     DeepSeek-V4, its caches in one group of full-attention pages (engines/vllm/dsv4_pages.py dsv4_unified_pages).
+    ``attention_backend``: --attention-config's backend ("": vLLM's choice), for V4's eager scratch pool's heads.
     ``hidden_size``, ``attention_heads`` (a device's), ``q_lora_rank``: the model's, for DeepSeek-V4's model buffers and
     dummy forward (0: not priced); ``tp_attention``: the attention TP group the logits are gathered over.
     ``in_flight``: the batches of max_num_batched_tokens a windowed V4 group holds pages for, the stack's
@@ -798,6 +800,11 @@ def engine_sizing(
                 max_num_batched_tokens=max_num_batched_tokens,
                 hidden_size=hidden_size,
                 mtp_ratios=draft.dsv4_mtp_ratios if draft is not None else (),
+                local_heads=attention_heads or 0,
+                release=release,
+                attention_backend=attention_backend,
+                drafter_reads_hidden=draft is not None
+                and (bool(draft.dsv4_mtp_ratios) or draft.target_hidden_row_bytes > 0),
             )
         )
         weights_bytes += buffers
@@ -953,6 +960,7 @@ def engine_sizing(
                     q_lora_rank=q_lora_rank,
                     mtp=draft is not None and bool(draft.dsv4_mtp_ratios),
                     release=release,
+                    attention_backend=attention_backend,
                     tp=tp_attention or 1,
                 )
                 if logits:  # the indexer allocates its logits while its CSA layer's tensors are live
@@ -963,6 +971,7 @@ def engine_sizing(
                         local_heads=attention_heads,
                         q_lora_rank=q_lora_rank,
                         release=release,
+                        attention_backend=attention_backend,
                     )
                     if at_logits:
                         logits += at_logits
