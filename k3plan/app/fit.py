@@ -1047,6 +1047,8 @@ def _vllm_profile_temp(served, setup: Setup, result: FitResult, lay, *, stack: s
             swaps.append((MLA_KV_LABEL, int(terms[MLA_KV_LABEL]), got))
     if EXPERT_IO_LABEL in terms:
         marlin = _marlin_caches(served, setup, result, stack=stack, kind=kind)
+        if marlin is None:
+            marlin = _triton_caches(served, setup, result, stack=stack, kind=kind)
         if marlin is not None:
             swaps.append((EXPERT_IO_LABEL, int(terms[EXPERT_IO_LABEL]), marlin))
     if not swaps:
@@ -1055,7 +1057,7 @@ def _vllm_profile_temp(served, setup: Setup, result: FitResult, lay, *, stack: s
     said = []
     for label, k3, (nbytes, how) in swaps:
         prefill = prefill - k3 + nbytes
-        what = "the MLA layer allocates in vLLM's profile run" if label == MLA_KV_LABEL else "vLLM's Marlin MoE holds"
+        what = "the MLA layer allocates in vLLM's profile run" if label == MLA_KV_LABEL else "vLLM's fused MoE holds"
         said.append(f"its {label} ({k3:,} B) replaced by what {what}, {how}")
     return {
         "temp_bytes": max(prefill, t.decode_bytes),
@@ -1087,6 +1089,32 @@ def _marlin_caches(served, setup: Setup, result: FitResult, *, stack: str, kind:
         tokens=result.workload.prefill_chunk_tokens,
         dp=setup.parallel.dp,
         all2all_backend=(served.stack_options.get("all2all_backend", "") if served is not None else ""),
+        moe_backend=(served.moe_backend or "") if served is not None else "",
+        env=served.env if served is not None else {},
+    )
+
+
+def _triton_caches(served, setup: Setup, result: FitResult, *, stack: str, kind: str) -> tuple[int, str] | None:
+    """What a MoE layer's Triton fused_experts_impl call holds in vLLM's profile-run forward a GPU for FP8-block
+    experts before 0.11.0 (engines/vllm/triton_moe.py); None where vLLM does not run that path or it was not read."""
+    from k3plan.engines.vllm.triton_moe import triton_forward_caches
+
+    spec = setup.model.spec
+    if spec.moe is None or kind != "gpu":
+        return None
+    hw = setup.hardware
+    return triton_forward_caches(
+        release=_release(served, stack, kind),
+        vendor=hw.vendor,
+        hardware=hw.name,
+        expert_formats=_expert_formats(setup),
+        expert_parallel=served is not None and served.expert_parallel,
+        tp=setup.parallel.tp,
+        top_k=spec.moe.top_k,
+        hidden=spec.hidden_size,
+        intermediate=spec.moe.expert_intermediate,
+        tokens=result.workload.prefill_chunk_tokens,
+        dp=setup.parallel.dp,
         moe_backend=(served.moe_backend or "") if served is not None else "",
         env=served.env if served is not None else {},
     )
