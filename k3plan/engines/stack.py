@@ -186,6 +186,11 @@ class Stack(Spec):
     # Engine.loads_vision_tower, vLLM without --language-model-only); the budget's weights hold it
     # (step/weight_budget.weight_budget) and the engine's sizing reads them: one figure. False: the language model alone
     vision_whole: bool = False
+    # (role, bytes a device, source) of what a serve command's engine holds with the weights beside the model's own
+    # tensors and counts in the weights its start check subtracts (SGLang: its speculative draft, DeepSeek-V4's RoPE
+    # tables, engines/sglang/memory.py sglang_loaded_extras); the budget's weights hold them as terms of their own
+    # (step/weight_budget.weight_budget) and the engine's sizing reads those weights: one figure. (): none
+    extra_weights: tuple[tuple[str, int, str], ...] = ()
     # the LM head's vocabulary split over every device of a stage (``tp_x_dp``: the engine's whole TP group under DP
     # attention, a serve command's choice -- SGLang without --enable-dp-lm-head), where the stack's rules put it on
     # the attention-TP group: a role override of the sharding (``with_lm_head_whole_tp``, cited), so the budget's
@@ -764,6 +769,11 @@ class Stack(Spec):
     def with_vision_whole(self, whole: bool) -> Stack:
         """The stack with the model's vision tower built whole on every device (``vision_whole``); False: as it is."""
         return updated(self, vision_whole=True) if whole else self
+
+    def with_extra_weights(self, terms: tuple[tuple[str, int, str], ...]) -> Stack:
+        """The stack with what the engine holds beside the model's tensors in its weights (``extra_weights``);
+        (): as it is."""
+        return updated(self, extra_weights=tuple(terms)) if terms else self
 
     def with_lm_head_whole_tp(self, cite: Cite | None) -> Stack:
         """The stack with the LM head's vocabulary split over the whole TP group, every device of a stage
