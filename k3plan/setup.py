@@ -342,6 +342,11 @@ def engine_kv_note(model: Model, stack: Stack) -> str | None:
     """Why the KV cache is the checkpoint's dtype and not the model's where no --kv-dtype was asked for
     (``Stack.for_model``); None where it is the stack's own."""
     ckpt = stack.checkpoint_kv(model)
+    if ckpt is None and (arch := stack.architecture_kv(model)) is not None:
+        return (
+            f"KV {arch[0]}: {stack.name} sets --kv-cache-dtype auto to fp8_e4m3 for {model.name}'s architecture "
+            f"({arch[1]}); --kv-dtype bf16 prices bfloat16, which its pool sizes at the same bytes a token"
+        )
     if ckpt is None:
         return None
     kv, where = ckpt

@@ -725,7 +725,7 @@ class Stack(Spec):
         st = self
         if engine_rules(self.name).prefill_graph is not None:  # the model the engine's prefill-graph rule reads
             st = updated(st, model_type=model.spec.architecture)
-        ckpt = self.checkpoint_kv(model, release)
+        ckpt = self.checkpoint_kv(model, release) or self.architecture_kv(model)
         if ckpt is not None and ckpt[0] != st.kv_cache.dtype:
             st = updated(st, kv_cache=updated(st.kv_cache, dtype=ckpt[0]))
         # its own options' rules, and those of the engines a bind takes options from (plan binds its stacks after
@@ -758,6 +758,19 @@ class Stack(Spec):
         where = rules.checkpoint_kv_auto if rules.resolves_checkpoint_kv(release or self.engine_release) else ""
         kv = checkpoint_kv_dtype(model.name) if where else None
         return None if kv is None else (kv, where)
+
+    def architecture_kv(self, model: Any) -> tuple[str, str] | None:
+        """(the KV dtype, where the engine sets it) where the stack's engine on a GPU resolves --kv-cache-dtype auto
+        by ``model``'s architecture (``Engine.architecture_kv``: SGLang's DeepSeek-V4, fp8); None: no such rule (a
+        stack bound to a TPU neither)."""
+        from k3plan.engines.registry import engine_rules
+
+        if self.bound == "tpu" or self.platform == "tpu":
+            return None
+        for archs, kv, where in engine_rules(self.name).architecture_kv:
+            if model.spec.architecture in archs:
+                return kv, where
+        return None
 
     def with_decode_graph(self, bs: int | None, cap: int | None, off: bool = False) -> Stack:
         """The stack with a serve command's decode CUDA-graph batch (``decode_graph_bs``), its cap
