@@ -191,6 +191,9 @@ class Stack(Spec):
     # tables, engines/sglang/memory.py sglang_loaded_extras); the budget's weights hold them as terms of their own
     # (step/weight_budget.weight_budget) and the engine's sizing reads those weights: one figure. (): none
     extra_weights: tuple[tuple[str, int, str], ...] = ()
+    # the stack's own KV dtype where for_model set the engine's by the model's architecture (Engine.architecture_kv,
+    # a GPU rule): a binding to a TPU (plan's space binds after for_model: Stack.bindings) takes it back. None: not set
+    kv_before_architecture: Optional[str] = None
     # the LM head's vocabulary split over every device of a stage (``tp_x_dp``: the engine's whole TP group under DP
     # attention, a serve command's choice -- SGLang without --enable-dp-lm-head), where the stack's rules put it on
     # the attention-TP group: a role override of the sharding (``with_lm_head_whole_tp``, cited), so the budget's
@@ -578,7 +581,9 @@ class Stack(Spec):
             if not mine or (kind not in self.on_platform and self.pending):
                 continue
             st = self._bound(kind) if kind in self.on_platform else self
-            out.append(updated(st, platforms=mine, bound=kind))
+            if kind == "tpu" and st.kv_before_architecture is not None:  # the architecture's KV dtype is a GPU rule
+                st = updated(st, kv_cache=updated(st.kv_cache, dtype=st.kv_before_architecture))
+            out.append(updated(st, platforms=mine, bound=kind, kv_before_architecture=None))
         return out
 
     def _bound(self, kind: Literal["tpu", "gpu"]) -> Stack:
@@ -725,9 +730,12 @@ class Stack(Spec):
         st = self
         if engine_rules(self.name).prefill_graph is not None:  # the model the engine's prefill-graph rule reads
             st = updated(st, model_type=model.spec.architecture)
-        ckpt = self.checkpoint_kv(model, release) or self.architecture_kv(model)
+        ckpt = self.checkpoint_kv(model, release)
         if ckpt is not None and ckpt[0] != st.kv_cache.dtype:
             st = updated(st, kv_cache=updated(st.kv_cache, dtype=ckpt[0]))
+        arch = self.architecture_kv(model) if ckpt is None else None
+        if arch is not None and arch[0] != st.kv_cache.dtype:
+            st = updated(st, kv_cache=updated(st.kv_cache, dtype=arch[0]), kv_before_architecture=st.kv_cache.dtype)
         # its own options' rules, and those of the engines a bind takes options from (plan binds its stacks after
         # this: Stack.bindings), so that fit's bound stack and plan's hold one vision encoder
         options = [*st.options.values()]

@@ -57,3 +57,12 @@ def test_what_sglang_refuses_is_refused(cli, flag, version):
     extra = ("--engine-version", version) if version else ()
     r = _fit(cli, FLASH + f" --kv-cache-dtype {flag}", *extra)
     assert r.exit_code == 2 and "not supported for DeepseekV4ForCausalLM" in r.output
+
+
+def test_a_tpu_binding_keeps_the_stacks_own(cli):
+    """SGLang's rule is a GPU's: plan's space binds dp-attention per kind after for_model (Stack.bindings), and its
+    TPU binding takes the stack's own dtype back, its GPU binding keeps the engine's fp8."""
+    for hw, kv in (("tpu-v7x", "bf16"), ("nvidia-h200", "fp8")):
+        r = cli("plan", "-m", "deepseek-v4-flash", "--stacks", "dp-attention", "-H", hw, "--max-chips", "8")
+        assert r.exit_code == 0, r.output
+        assert f"--kv-dtype {kv} " in r.output
