@@ -134,6 +134,7 @@ def make_setup(
     engine_state_bytes: Optional[int] = None,
     fraction_scale: Optional[tuple[float, str]] = None,
     vision_whole: bool = False,
+    extra_weights: tuple[tuple[str, int, str], ...] = (),
     lm_head_whole_tp: Optional[Cite] = None,
     shared_expert_whole: Optional[Cite] = None,
     dense_mlp_whole: Optional[Cite] = None,
@@ -163,7 +164,8 @@ def make_setup(
     DeepSeek-V4 request reads as the engine's start check does (``Stack.with_swa_ratio``); ``engine_state_bytes``: a
     serve command's DeepSeek-V4 compressor-state element, likewise (``Stack.with_state_bytes``); ``fraction_scale``: a factor the engine applies to its static memory fraction
     (``Stack.with_fraction_scale``); ``vision_whole``: the engine builds the vision tower whole on every device
-    (``Stack.with_vision_whole``); ``lm_head_whole_tp``: the engine splits the LM head over its whole TP group, every
+    (``Stack.with_vision_whole``); ``extra_weights``: what a serve command's engine holds with the weights beside the
+    model's tensors, as its start check counts it (``Stack.with_extra_weights``); ``lm_head_whole_tp``: the engine splits the LM head over its whole TP group, every
     device of a stage, where it holds it so (the cite; ``Stack.with_lm_head_whole_tp``); ``decode_graph``: SGLang's decode CUDA-graph batch as a serve command sets it and
     its release's cap on the default (``Stack.with_decode_graph``); ``shared_expert_whole``: the engine holds
     the shared experts whole on every device (the cite; ``Stack.with_shared_expert_whole``); ``dense_mlp_whole``: the
@@ -200,6 +202,7 @@ def make_setup(
         .with_expert_format(expert_format)
         .with_fraction_scale(fraction_scale)
         .with_vision_whole(vision_whole)
+        .with_extra_weights(extra_weights)
         .with_lm_head_whole_tp(lm_head_whole_tp)
         .with_shared_expert_whole(shared_expert_whole)
         .with_dense_mlp_whole(dense_mlp_whole)
@@ -339,6 +342,11 @@ def engine_kv_note(model: Model, stack: Stack) -> str | None:
     """Why the KV cache is the checkpoint's dtype and not the model's where no --kv-dtype was asked for
     (``Stack.for_model``); None where it is the stack's own."""
     ckpt = stack.checkpoint_kv(model)
+    if ckpt is None and (arch := stack.architecture_kv(model)) is not None:
+        return (
+            f"KV {arch[0]}: {stack.name} sets --kv-cache-dtype auto to fp8_e4m3 for {model.name}'s architecture "
+            f"({arch[1]}); --kv-dtype bf16 prices bfloat16, which its pool sizes at the same bytes a token"
+        )
     if ckpt is None:
         return None
     kv, where = ckpt

@@ -416,6 +416,22 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
             else f"--serve: --dcp-size {q.dcp} with {q.model}'s DeepSeek-V4 sub-pools: how SGLang splits its "
             "sliding-window and compressed pools over a DCP group was not read; remove it"
         )
+    if engine_rules(q.engine).pool_rule == "static" and hw.kind == "gpu":
+        from k3plan.engines.sglang.releases import DSV4_BF16_FROM, DSV4_KV_ARCHITECTURES, DSV4_KV_AT
+
+        # SGLang's DeepseekV4ForCausalLM takes fp8_e4m3 (auto's) or bfloat16 only, bfloat16 from 0.5.14
+        # (engines/sglang/releases.py DSV4_KV_AT); both size the pool at the same bytes a token (0.5.21 wheel,
+        # pool_configurator.py DSV4PoolConfigurator.__init__: kv_bytes = qk_nope + 2 x qk_rope + 8, the FlashMLA slot)
+        taken = (
+            ("auto", "fp8_e4m3", "bfloat16")
+            if q.release is None or q.release >= DSV4_BF16_FROM
+            else ("auto", "fp8_e4m3")
+        )
+        if model.spec.architecture in DSV4_KV_ARCHITECTURES and q.kv_raw not in taken:
+            raise K3PlanError(
+                f"--serve: --kv-cache-dtype {q.kv_raw}: SGLang refuses it for DeepseekV4ForCausalLM ('{q.kv_raw} is "
+                f"not supported for DeepseekV4ForCausalLM': {DSV4_KV_AT}); expected {' or '.join(taken[1:])}"
+            )
     if q.kv_raw == "nvfp4_ds_mla" and (
         model.spec.dsv4 is None or model.spec.dsv4.csa2 is None
     ):  # vllm/models/deepseek_v41/attention.py _resolve_dsv4_kv_cache_dtype (engines/vllm/dsv4_pages.py V41_SOURCES)
@@ -517,6 +533,21 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
         opts["spec_verify_tokens"] = q.draft.num_draft_tokens
     # the vision tower the engine builds, whole on every device: in the budget's weights (Stack.vision_whole)
     opts["vision_whole"] = _loads_vision(model, q)
+    if engine_rules(q.engine).pool_rule == "static":
+        from k3plan.engines.sglang.memory import sglang_loaded_extras
+
+        # what SGLang holds with the weights beside the model's tensors (its draft, DeepSeek-V4's RoPE tables, V4.1's
+        # bf16 wo_a), computed once: in the budget's weights as terms of their own (Stack.extra_weights), and the
+        # start check reads those weights (_engine_json), so the two are one accounting
+        opts["extra_weights"] = sglang_loaded_extras(
+            model,
+            draft=q.draft if isinstance(q.draft, SglangDraft) else None,
+            release=q.release,
+            hardware=hw.name,
+            vendor=hw.vendor,
+            attn_tp=q.tp,  # the attention TP group: tp_size / dp_size under DP attention (the setup's tp)
+            kv_raw=q.kv_raw,
+        )
     # the LM head over the engine's whole TP group under DP attention, where the command runs it so: a role override of
     # the budget's sharding (Stack.lm_head_whole_tp), so the budget, the engine's sizing and the step read one split
     opts["lm_head_whole_tp"] = q.lm_head_whole_tp
@@ -747,44 +778,25 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         return None
     weights_source = f"k3plan's weights a device, {result.provenance.weights}"  # the engine's sizing starts from them
     if served is not None and engine_rules(served.engine).pool_rule == "static":
-        from k3plan.engines.sglang.dsv4_buffers import sglang_dsv4_model_buffers, sglang_wo_a_bf16
         from k3plan.engines.sglang.dsv4_pool import (
             DSV4_RUNNING,
+            dsv41_mega,
             form_for_release,
             sglang_dsv4_pool,
             sglang_dsv41_pool,
             v41_form_for_release,
         )
         from k3plan.engines.sglang.fp8_block import shared_expert_refusal
-        from k3plan.engines.sglang.kernels import BLACKWELL
         from k3plan.engines.sglang.memory import sglang_kv_pool
         from k3plan.engines.sglang.spec import SPEC_RUNNING, SglangDraft
 
         sg_draft = served.draft if isinstance(served.draft, SglangDraft) else None
         d4 = spec.dsv4
         # 0.5.23's flashmla_mega: an SM100 GPU, attention TP 1, FP8 KV (engines/sglang/dsv4_pool.py V41_FORM_SOURCE)
-        mega = (
-            d4 is not None
-            and d4.csa2 is not None
-            and hw.name in BLACKWELL
-            and setup.parallel.tp == 1
-            and served.kv_raw in ("auto", "fp8_e4m3")
-        )
-        # the RoPE tables DeepSeek-V4's layers build with the model, the draft's own among them (dsv4_buffers.py)
-        tables = (
-            (0, 0, "")
-            if d4 is None
-            else sglang_dsv4_model_buffers(
-                d4,
-                release=served.release,
-                vendor=hw.vendor,
-                mega=mega,
-                draft=sg_draft.algorithm if sg_draft is not None else None,
-            )
-        )
-        # V4.1's wo_a, dequantized to bf16 at load (its [32, 32] fp8 blocks: dsv4_buffers.py WO_A_SOURCE), over the
-        # attention TP group (the setup's tp: tp_size / dp_size under DP attention)
-        wo_a = (0, "") if d4 is None else sglang_wo_a_bf16(setup.model.inventory.text, attn_tp=setup.parallel.tp)
+        mega = d4 is not None and dsv41_mega(d4, hardware=hw.name, attn_tp=setup.parallel.tp, kv_raw=served.kv_raw)
+        # the draft's weights, DeepSeek-V4's RoPE tables and V4.1's bf16 wo_a are in the budget's weights already
+        # (Stack.extra_weights, set by _from_serve from engines/sglang/memory.py sglang_loaded_extras): the check
+        # reads those weights, one figure
         # DeepSeek-V4's sub-pools at one full-token count; V4.1's with its sliding-window pool taken first in cap
         # mode (engines/sglang/dsv4_pool.py)
         pool4 = (
@@ -852,7 +864,6 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
             page_size=served.page_size or 1,
             dsv4=pool4,
             vision_bytes=_vision_bytes(setup, served),
-            buffers=(tables[0] + tables[1] + wo_a[0], tables[2] + (f", + {wo_a[1]}" if wo_a[0] else "")),
             dcp=served.dcp,
             # a hybrid linear-attention model's state pool by SGLang's own rule (engines/sglang/memory.py SGLANG_MAMBA)
             state_slot_bytes=lay.state_bytes_per_layer_unpadded * lay.n_kda if lay.n_mla and lay.n_kda else 0,
@@ -862,6 +873,7 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
             disable_radix_cache=st.chosen.get("disable_radix_cache", "false") == "true",
             attn_dp=setup.parallel.dp if st.dp_attention else 1,  # ServerArgs divides the slots by attn_dp_size
             draft=sg_draft,
+            draft_in_weights=True,
             target_layers=lay.n_mla,
             weights_source=weights_source,
             release=served.release,

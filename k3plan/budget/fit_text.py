@@ -54,6 +54,7 @@ def provenance(
             if stack.vision_whole
             else ""
         )
+        + "".join(f"; + {role} {n:,} B a device ({src})" for role, n, src in stack.extra_weights)
         + (
             f"; + draft weights {draft_bytes_per_device:,} B a device (speculative decoding)"
             if draft_bytes_per_device

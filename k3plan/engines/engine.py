@@ -187,6 +187,10 @@ class Engine:
     checkpoint_kv_auto: str = ""
     # the first release that resolves it so (vLLM: 0.14.0); None: every release. Before it, auto keeps the model's dtype
     checkpoint_kv_auto_from: Optional[tuple[int, int, int]] = None
+    # (model architectures, KV dtype, where read): the KV dtype the engine on a GPU resolves --kv-cache-dtype auto to
+    # for a model of those architectures (ModelSpec.architecture) whatever its checkpoint declares (SGLang's
+    # DeepseekV4ForCausalLM: fp8_e4m3, engines/sglang/releases.py DSV4_KV_AT); (): none (Stack.architecture_kv)
+    architecture_kv: tuple[tuple[frozenset[str], str, str], ...] = ()
     # release -> {option: (value, where read)}: the stack options whose default the engine changed between releases,
     # at that release's value where the question gives none (vLLM: engines/vllm/releases.py option_defaults; the
     # stack YAML's default is the newest release's). None: no option default moves with the release

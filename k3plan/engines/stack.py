@@ -186,6 +186,14 @@ class Stack(Spec):
     # Engine.loads_vision_tower, vLLM without --language-model-only); the budget's weights hold it
     # (step/weight_budget.weight_budget) and the engine's sizing reads them: one figure. False: the language model alone
     vision_whole: bool = False
+    # (role, bytes a device, source) of what a serve command's engine holds with the weights beside the model's own
+    # tensors and counts in the weights its start check subtracts (SGLang: its speculative draft, DeepSeek-V4's RoPE
+    # tables, engines/sglang/memory.py sglang_loaded_extras); the budget's weights hold them as terms of their own
+    # (step/weight_budget.weight_budget) and the engine's sizing reads those weights: one figure. (): none
+    extra_weights: tuple[tuple[str, int, str], ...] = ()
+    # the stack's own KV dtype where for_model set the engine's by the model's architecture (Engine.architecture_kv,
+    # a GPU rule): a binding to a TPU (plan's space binds after for_model: Stack.bindings) takes it back. None: not set
+    kv_before_architecture: Optional[str] = None
     # the LM head's vocabulary split over every device of a stage (``tp_x_dp``: the engine's whole TP group under DP
     # attention, a serve command's choice -- SGLang without --enable-dp-lm-head), where the stack's rules put it on
     # the attention-TP group: a role override of the sharding (``with_lm_head_whole_tp``, cited), so the budget's
@@ -573,7 +581,9 @@ class Stack(Spec):
             if not mine or (kind not in self.on_platform and self.pending):
                 continue
             st = self._bound(kind) if kind in self.on_platform else self
-            out.append(updated(st, platforms=mine, bound=kind))
+            if kind == "tpu" and st.kv_before_architecture is not None:  # the architecture's KV dtype is a GPU rule
+                st = updated(st, kv_cache=updated(st.kv_cache, dtype=st.kv_before_architecture))
+            out.append(updated(st, platforms=mine, bound=kind, kv_before_architecture=None))
         return out
 
     def _bound(self, kind: Literal["tpu", "gpu"]) -> Stack:
@@ -723,6 +733,9 @@ class Stack(Spec):
         ckpt = self.checkpoint_kv(model, release)
         if ckpt is not None and ckpt[0] != st.kv_cache.dtype:
             st = updated(st, kv_cache=updated(st.kv_cache, dtype=ckpt[0]))
+        arch = self.architecture_kv(model) if ckpt is None else None
+        if arch is not None and arch[0] != st.kv_cache.dtype:
+            st = updated(st, kv_cache=updated(st.kv_cache, dtype=arch[0]), kv_before_architecture=st.kv_cache.dtype)
         # its own options' rules, and those of the engines a bind takes options from (plan binds its stacks after
         # this: Stack.bindings), so that fit's bound stack and plan's hold one vision encoder
         options = [*st.options.values()]
@@ -754,6 +767,19 @@ class Stack(Spec):
         kv = checkpoint_kv_dtype(model.name) if where else None
         return None if kv is None else (kv, where)
 
+    def architecture_kv(self, model: Any) -> tuple[str, str] | None:
+        """(the KV dtype, where the engine sets it) where the stack's engine on a GPU resolves --kv-cache-dtype auto
+        by ``model``'s architecture (``Engine.architecture_kv``: SGLang's DeepSeek-V4, fp8); None: no such rule (a
+        stack bound to a TPU neither)."""
+        from k3plan.engines.registry import engine_rules
+
+        if self.bound == "tpu" or self.platform == "tpu":
+            return None
+        for archs, kv, where in engine_rules(self.name).architecture_kv:
+            if model.spec.architecture in archs:
+                return kv, where
+        return None
+
     def with_decode_graph(self, bs: int | None, cap: int | None, off: bool = False) -> Stack:
         """The stack with a serve command's decode CUDA-graph batch (``decode_graph_bs``), its cap
         (``decode_graph_cap``) and whether the decode graphs are off (``decode_graph_off``); none set: as it is."""
@@ -764,6 +790,11 @@ class Stack(Spec):
     def with_vision_whole(self, whole: bool) -> Stack:
         """The stack with the model's vision tower built whole on every device (``vision_whole``); False: as it is."""
         return updated(self, vision_whole=True) if whole else self
+
+    def with_extra_weights(self, terms: tuple[tuple[str, int, str], ...]) -> Stack:
+        """The stack with what the engine holds beside the model's tensors in its weights (``extra_weights``);
+        (): as it is."""
+        return updated(self, extra_weights=tuple(terms)) if terms else self
 
     def with_lm_head_whole_tp(self, cite: Cite | None) -> Stack:
         """The stack with the LM head's vocabulary split over the whole TP group, every device of a stage

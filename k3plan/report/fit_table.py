@@ -17,6 +17,18 @@ def _gib(n: float) -> str:
     return f"{n / GiB:,.2f}"
 
 
+def _extra_rows(r: FitResult) -> list[tuple[str, int, str]]:
+    """The weights' terms a serve command's engine holds beside the model's tensors (Stack.extra_weights), each a row
+    with its source as the weights' provenance gives it ("; + role N B a device (source)", budget/fit_text.py)."""
+    rows = []
+    for part in r.provenance.weights.split("; + ")[1:]:
+        role, _, rest = part.partition(" ")
+        n = next((x.bytes for x in r.weights_by_role if x.role == role), None)
+        if n is not None and rest.startswith(f"{n:,} B a device ("):
+            rows.append((f"  of which {role}", n, rest[len(f"{n:,} B a device (") :].removesuffix(")")))
+    return rows
+
+
 def render_fit(r: FitResult, console: Console, *, verdict: str | None = None, split: str | None = None) -> None:
     """``verdict``: a verdict that comes first instead of the budget's (fit --serve: the engine's start check; the
     budget's line follows it, labelled); ``split``: the split as the command set it, where it differs from the
@@ -42,6 +54,7 @@ def render_fit(r: FitResult, console: Console, *, verdict: str | None = None, sp
             if (copies := next((x.bytes for x in r.weights_by_role if x.role == "mla_absorbed"), 0))
             else []
         ),
+        *_extra_rows(r),
         ("KV cache", dev.kv_bytes, p.kv),
         ("KDA state", dev.state_bytes, p.state),
         (

@@ -9,8 +9,11 @@ from k3plan.models.inventory import Role
 from k3plan.structs import Frozen
 
 # a weight role a device holds: a tensor role, or the absorbed-MLA copies made of kv_b_proj at load
-HeldRole = Role | Literal["mla_absorbed"]
-_HELD_ROLES = frozenset((*get_args(Role), "mla_absorbed"))
+# mla_absorbed: the absorbed-MLA copies; draft_weights / rope_tables / wo_a_bf16: what a serve command's engine holds
+# with the weights beside the model's tensors (Stack.extra_weights)
+EngineHeld = Literal["draft_weights", "rope_tables", "wo_a_bf16"]
+HeldRole = Role | Literal["mla_absorbed"] | EngineHeld
+_HELD_ROLES = frozenset((*get_args(Role), "mla_absorbed", *get_args(EngineHeld)))
 
 
 Named = Frozen  # the base of the named entries and of the fit's parts (k3plan.budget.result)

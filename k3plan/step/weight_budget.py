@@ -8,7 +8,7 @@ candidate meshes (plan), ``roofline.bounds.weight_sums`` for the decode step's d
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 from k3plan.columns import where
 from k3plan.engines.stack import Stack
@@ -200,10 +200,17 @@ def weight_budget(*, inventory: TensorInventory, plan: ShardingPlan, stack: Stac
         vision = sum(t.nbytes for t in inventory.of_kind("vision"))
         by_role["vision"] = by_role.get("vision", 0) + vision
     multi = plan.mesh.size(tuple(plan.mesh.axes)) > 1
+    extra = whole = 0
+    # what the serve command's engine holds with the weights beside the model's tensors (Stack.extra_weights)
+    for name, n, _ in stack.extra_weights:
+        role = cast("HeldRole", name)  # checked by RoleBytes
+        by_role[role] = by_role.get(role, 0) + n
+        extra += n
+        whole += n if name == "rope_tables" and multi else 0  # the same tables on every device
     return WeightBudget(
         runtime_weight_bytes=w.runtime_weight_bytes,
-        weights_bytes=w.weights_bytes + vision,
-        replicated_weights_bytes=w.replicated_bytes + (vision if multi else 0),
+        weights_bytes=w.weights_bytes + vision + extra,
+        replicated_weights_bytes=w.replicated_bytes + (vision if multi else 0) + whole,
         by_role=tuple(RoleBytes(role=r, bytes=n) for r, n in by_role.items()),
         fallbacks=tuple(fallbacks),
     )

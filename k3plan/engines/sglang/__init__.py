@@ -22,6 +22,8 @@ from k3plan.engines.sglang.releases import (
     CHECKPOINT_KV_AT,
     CHECKPOINT_KV_FROM,
     DEEPEP_RESERVE_FROM,
+    DSV4_KV_ARCHITECTURES,
+    DSV4_KV_AT,
     NEWEST_RELEASE,
 )
 from k3plan.engines.sglang.vision import plain_vision_refusal
@@ -81,4 +83,6 @@ ENGINE = Engine(
     # --kv-cache-dtype auto resolves to a checkpoint's declared KV dtype (engines/serve_values.py CHECKPOINT_KV_SOURCE)
     checkpoint_kv_auto=CHECKPOINT_KV_AT,
     checkpoint_kv_auto_from=CHECKPOINT_KV_FROM,  # 0.5.1-0.5.2 keep the model's dtype (engines/sglang/releases.py)
+    # DeepSeek-V4 / V4.1 on a GPU: fp8 whatever --kv-cache-dtype auto would give (engines/sglang/releases.py)
+    architecture_kv=((DSV4_KV_ARCHITECTURES, "fp8", DSV4_KV_AT),),
 )

@@ -587,3 +587,11 @@ def dsv4_request_charge(
             f"(SGLang from 0.5.15 preallocates one a running request: {FORM_0515_SOURCE})"
         ),
     )
+
+
+def dsv41_mega(d: DSV4Dims, *, hardware: str, attn_tp: int, kv_raw: str | None) -> bool:
+    """0.5.23's flashmla_mega attention runs for DeepSeek-V4.1: an SM100 GPU, attention TP 1, FP8 KV (auto or
+    fp8_e4m3; V41_FORM_SOURCE): the pool's V4.1 layout and the model's extra RoPE tables (dsv4_buffers.py)."""
+    from k3plan.engines.sglang.kernels import BLACKWELL
+
+    return d.csa2 is not None and hardware in BLACKWELL and attn_tp == 1 and kv_raw in (None, "auto", "fp8_e4m3")

@@ -199,6 +199,7 @@ def sglang_kv_pool(
     deepep: tuple[int, str] | None = None,
     hardware: str = "",
     build_refusal: tuple[str, str] | None = None,
+    draft_in_weights: bool = False,
 ) -> EngineSizing:
     """SGLang's KV pool a device and its start rule (module docstring). ``max_total_tokens``: --max-total-tokens,
     the most tokens the pool holds ('The maximum number of tokens that can be stored into the KV cache',
@@ -225,13 +226,14 @@ def sglang_kv_pool(
     (engines/sglang/deepep.py sglang_deepep_buffer), made at the first dispatch after the pool is sized
     (SGLANG_DEEPEP_OOM_AT): out of the same share, one accounting with MegaMoE's buffer and the symmetric pool.
     ``build_refusal``: the error SGLang raises while it builds the model (engines/sglang/fp8_block.py), met before any
-    memory is measured: the verdict when given."""
+    memory is measured: the verdict when given. ``draft_in_weights``: ``weights_bytes`` holds the draft's weights
+    already (fit's budget, whose weights carry ``sglang_loaded_extras``' terms)."""
     unpriced = SGLANG_UNPRICED
     if hardware in FREE_BEFORE_LOAD:  # what SGLang counts from, where a log of this GPU gives it
         visible_bytes, visible_source = FREE_BEFORE_LOAD[hardware]
         unpriced = SGLANG_UNPRICED_AFTER_LOG
     weights_src = weights_source
-    if draft is not None and draft.bytes_per_device:
+    if draft is not None and draft.bytes_per_device and not draft_in_weights:
         weights_bytes += draft.bytes_per_device
         weights_src += f", + {draft.bytes_per_device:,} B: the speculative draft, {draft.source}"
     kv_source = ""
@@ -510,3 +512,44 @@ def sglang_dsv4_swa_tokens(setup, weights_bytes: int) -> tuple[int, str] | None:
         f"{swa:,} tokens: {pool.swa_ratio:g} x the {full:,} full tokens of SGLang's start check "
         f"(mem_fraction_static {frac:g}), in pages of {pool.page} ({pool.source})"
     )
+
+
+def sglang_loaded_extras(
+    model,
+    *,
+    draft: SglangDraft | None,
+    release: Release | None,
+    hardware: str,
+    vendor: str,
+    attn_tp: int,
+    kv_raw: str | None,
+) -> tuple[tuple[str, int, str], ...]:
+    """(role, bytes a GPU, source) of what SGLang holds with the weights, beside the model's own tensors, once the
+    model is loaded (inside its "Load weight end ... mem usage", so in the weights its start check subtracts): the
+    speculative draft's weights (engines/sglang/spec.py draft_pricing), DeepSeek-V4's RoPE tables, the draft's own
+    among them (dsv4_buffers.py sglang_dsv4_model_buffers), and V4.1's wo_a dequantized to bf16 over the attention TP
+    group ``attn_tp`` (dsv4_buffers.py sglang_wo_a_bf16). One computation for the start check and k3plan's budget:
+    a serve command's stack carries them into the budget's weights (Stack.extra_weights), and the check reads those
+    weights. ``model``: the model the command serves; ``kv_raw``: its --kv-cache-dtype as given (None: auto)."""
+    from k3plan.engines.sglang.dsv4_buffers import sglang_dsv4_model_buffers, sglang_wo_a_bf16
+    from k3plan.engines.sglang.dsv4_pool import dsv41_mega
+
+    out: list[tuple[str, int, str]] = []
+    if draft is not None and draft.bytes_per_device:
+        out.append(("draft_weights", draft.bytes_per_device, f"the speculative draft, {draft.source}"))
+    d4 = model.spec.dsv4
+    if d4 is None:
+        return tuple(out)
+    target, own, how = sglang_dsv4_model_buffers(
+        d4,
+        release=release,
+        vendor=vendor,
+        mega=dsv41_mega(d4, hardware=hardware, attn_tp=attn_tp, kv_raw=kv_raw),
+        draft=draft.algorithm if draft is not None else None,
+    )
+    if target + own:
+        out.append(("rope_tables", target + own, how))
+    wo_a, wo_a_how = sglang_wo_a_bf16(model.inventory.text, attn_tp=attn_tp)
+    if wo_a:
+        out.append(("wo_a_bf16", wo_a, wo_a_how))
+    return tuple(out)

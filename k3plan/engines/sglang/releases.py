@@ -60,6 +60,18 @@ GRAPH_CAP_SOURCE = (
 # float8_e4m3fn, else the model's dtype. First in the 0.5.3 wheel; the 0.5.1 and 0.5.2 wheels' init_memory_pool keeps
 # self.dtype for auto (their ModelOptFp4Config already holds the field, unread); 0.5.0 was not read (no final 0.5.0 on
 # PyPI), 0.4.10's model_runner.py has no kv_cache_quant_algo
+# SGLang's DeepseekV4ForCausalLM (k3plan's deepseek_v4, and deepseek_v41, whose config SGLang maps to that class:
+# configs/deepseek_v41.py) on a GPU: --kv-cache-dtype auto -> fp8_e4m3, the only dtype 0.5.12-0.5.13 accept;
+# bfloat16 accepted when given from 0.5.14 (bfloat16 forced on NPU only)
+DSV4_KV_ARCHITECTURES = frozenset({"deepseek_v4", "deepseek_v41"})
+DSV4_BF16_FROM: Release = (0, 5, 14)
+DSV4_KV_AT = (
+    "sglang 0.5.12-0.5.13 wheels (PyPI), sglang/srt/arg_groups/deepseek_v4_hook.py apply_deepseek_v4_defaults "
+    "(kv_cache_dtype auto -> 'fp8_e4m3', 'Setting KV cache dtype to fp8_e4m3 for DeepseekV4ForCausalLM'; assert "
+    "kv_cache_dtype in ['fp8_e4m3']), 0.5.14 the same hook with ['fp8_e4m3', 'bfloat16'], 0.5.15-0.5.23 "
+    "sglang/srt/arg_groups/overrides.py _deepseek_v4_kv_cache_dtype (auto -> fp8_e4m3; bfloat16 on NPU; assert "
+    "fp8_e4m3 or bfloat16)"
+)
 CHECKPOINT_KV_FROM: Release = (0, 5, 3)
 CHECKPOINT_KV_AT = (
     "sglang 0.5.3-0.5.6 wheels (PyPI), sglang/srt/model_executor/model_runner.py ModelRunner.init_memory_pool, 0.5.7-"
