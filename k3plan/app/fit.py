@@ -1078,31 +1078,43 @@ def _vllm_profile_temp(served, setup: Setup, result: FitResult, lay, *, stack: s
     }
 
 
+def _moe_forward_args(served, setup: Setup, result: FitResult, *, stack: str, kind: str) -> dict[str, Any] | None:
+    """The arguments vLLM's MoE profile-run rules read (engines/vllm/marlin_moe.py, triton_moe.py): the release, the
+    GPU, the experts' formats and shapes, the split and the command's MoE backend and environment; None off a GPU or
+    without a MoE."""
+    spec = setup.model.spec
+    if spec.moe is None or kind != "gpu":
+        return None
+    hw = setup.hardware
+    return {
+        "release": _release(served, stack, kind),
+        "vendor": hw.vendor,
+        "hardware": hw.name,
+        "expert_formats": _expert_formats(setup),
+        "expert_parallel": served is not None and served.expert_parallel,
+        "tp": setup.parallel.tp,
+        "top_k": spec.moe.top_k,
+        "hidden": spec.hidden_size,
+        "intermediate": spec.moe.expert_intermediate,
+        "tokens": result.workload.prefill_chunk_tokens,
+        "dp": setup.parallel.dp,
+        "moe_backend": (served.moe_backend or "") if served is not None else "",
+        "env": served.env if served is not None else {},
+    }
+
+
 def _marlin_caches(served, setup: Setup, result: FitResult, *, stack: str, kind: str) -> tuple[int, str] | None:
     """What a MoE layer's fused_marlin_moe call holds in vLLM's profile-run forward a GPU (engines/vllm/marlin_moe.py),
     over the command's DP ranks and expert parallelism; None where vLLM does not run that path or it was not read."""
     from k3plan.engines.vllm.marlin_moe import marlin_forward_caches
 
-    spec = setup.model.spec
-    if spec.moe is None or kind != "gpu":
+    args = _moe_forward_args(served, setup, result, stack=stack, kind=kind)
+    if args is None:
         return None
-    hw = setup.hardware
     return marlin_forward_caches(
-        release=_release(served, stack, kind),
-        vendor=hw.vendor,
-        hardware=hw.name,
-        expert_formats=_expert_formats(setup),
-        expert_parallel=served is not None and served.expert_parallel,
-        tp=setup.parallel.tp,
-        top_k=spec.moe.top_k,
-        hidden=spec.hidden_size,
-        intermediate=spec.moe.expert_intermediate,
-        experts=spec.moe.num_experts,
-        tokens=result.workload.prefill_chunk_tokens,
-        dp=setup.parallel.dp,
+        **args,
+        experts=setup.model.spec.moe.num_experts,
         all2all_backend=(served.stack_options.get("all2all_backend", "") if served is not None else ""),
-        moe_backend=(served.moe_backend or "") if served is not None else "",
-        env=served.env if served is not None else {},
     )
 
 
@@ -1111,25 +1123,8 @@ def _triton_caches(served, setup: Setup, result: FitResult, *, stack: str, kind:
     experts before 0.11.0 (engines/vllm/triton_moe.py); None where vLLM does not run that path or it was not read."""
     from k3plan.engines.vllm.triton_moe import triton_forward_caches
 
-    spec = setup.model.spec
-    if spec.moe is None or kind != "gpu":
-        return None
-    hw = setup.hardware
-    return triton_forward_caches(
-        release=_release(served, stack, kind),
-        vendor=hw.vendor,
-        hardware=hw.name,
-        expert_formats=_expert_formats(setup),
-        expert_parallel=served is not None and served.expert_parallel,
-        tp=setup.parallel.tp,
-        top_k=spec.moe.top_k,
-        hidden=spec.hidden_size,
-        intermediate=spec.moe.expert_intermediate,
-        tokens=result.workload.prefill_chunk_tokens,
-        dp=setup.parallel.dp,
-        moe_backend=(served.moe_backend or "") if served is not None else "",
-        env=served.env if served is not None else {},
-    )
+    args = _moe_forward_args(served, setup, result, stack=stack, kind=kind)
+    return None if args is None else triton_forward_caches(**args)
 
 
 def _mla_allocation(served, setup: Setup, result: FitResult, lay, *, stack: str, kind: str) -> tuple[int, str] | None:
