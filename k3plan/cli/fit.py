@@ -53,7 +53,9 @@ def command(
         typer.Option(
             "--serve",
             help="A serve command to price as the engine would run it: 'vllm serve MODEL --tensor-parallel-size 32 "
-            "--enable-expert-parallel ...' or 'python3 -m sglang.launch_server --model-path MODEL ...'. Its flags "
+            "--enable-expert-parallel ...' or 'python3 -m sglang.launch_server --model-path MODEL ...', or a vLLM "
+            "LLM-class run ('lm_eval --model vllm --model_args pretrained=MODEL,...'; on a TPU tpu-inference's "
+            "examples/offline_inference.py), read with that class's defaults. Its flags "
             "set the model, split, stack (vllm serve: torchtpu-vllm on a TPU, vllm on a GPU), context, chunk and "
             "engine options; exit 0 when the engine would start, 1 when it would refuse or run out of memory.",
         ),
