@@ -25,7 +25,10 @@ from k3plan.engines.serve_values import (
 )
 from k3plan.engines.torchtpu_vllm import ENGINE as TORCHTPU
 from k3plan.engines.tpu_inference import serve as tpu_inference_serve
-from k3plan.engines.tpu_inference.llm_class import translate  # noqa: F401  # engines.serve's hook: LLM-class scripts
+from k3plan.engines.tpu_inference.llm_class import (
+    LM_EVAL,
+    translate,  # noqa: F401  # engines.serve's hook: LLM-class scripts
+)
 from k3plan.engines.vllm import frontend
 from k3plan.engines.vllm.all2all_buffers import A2A_ENV, HT_NO_GRAPHS_SOURCE, ht_disables_graphs, read_a2a_env
 from k3plan.engines.vllm.attention_config import SM100_FAMILY, fp4_indexer, read_attention
@@ -914,7 +917,8 @@ def read(r: Reading) -> None:
         raise K3PlanError(
             f"--serve: {r.llm_class} starts vLLM's LLM class (UsageContext.LLM_CLASS), whose defaults k3plan reads "
             "for tpu-inference's route (a TPU command with --additional-config sharding) and on a GPU at vLLM "
-            f"0.11.0-0.20.x (fit --engine-version; {LLM_CLASS_SOURCE}); give {unset[0]}"
+            f"0.11.0-0.20.x (fit --engine-version; {LLM_CLASS_SOURCE}); give "
+            + (f"{unset[0][2:].replace('-', '_')}=N in --model_args" if r.llm_class == LM_EVAL else unset[0])
         )
     get = r.get
     flag_model = get("--model", "")
