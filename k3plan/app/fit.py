@@ -970,7 +970,7 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         eplb_state=_eplb_state(served, setup, result, vendor=hw.vendor),
         mla_workspace=_mla_workspace(served, setup, hardware=hw.name, kind=hw.kind),
         model_buffers=None if served is None else served.model_buffers,
-        moe_workspace=_moe_workspace(served, setup, result, vendor=hw.vendor, hardware=hw.name, kind=hw.kind),
+        moe_workspace=_moe_workspace(served, setup, result, kind=hw.kind),
         rocm_moe=_rocm_moe(served, setup, st.expert_pad, vendor=hw.vendor, hardware=hw.name),
         rocm_aiter_linear=_rocm_aiter_linear(served, vendor=hw.vendor),
         rocm_fp8_pad=_rocm_fp8_pad(served, setup, vendor=hw.vendor),
@@ -1114,8 +1114,13 @@ def _marlin_caches(served, setup: Setup, result: FitResult, *, stack: str, kind:
     return marlin_forward_caches(
         **args,
         experts=setup.model.spec.moe.num_experts,
-        all2all_backend=(served.stack_options.get("all2all_backend", "") if served is not None else ""),
+        all2all_backend=_all2all_backend(served),
     )
+
+
+def _all2all_backend(served) -> str:
+    """The command's --all2all-backend as the stack option reads it ('' without one or without --serve)."""
+    return served.stack_options.get("all2all_backend", "") if served is not None else ""
 
 
 def _triton_caches(served, setup: Setup, result: FitResult, *, stack: str, kind: str) -> tuple[int, str] | None:
@@ -1283,32 +1288,13 @@ def _routed_formats(model) -> tuple[str, ...]:
     return tuple(sorted({f for role, f in model.inventory.role_formats if role == "expert"}))
 
 
-def _moe_workspace(
-    served, setup: Setup, result: FitResult, *, vendor: str, hardware: str, kind: str
-) -> tuple[int, str] | None:
+def _moe_workspace(served, setup: Setup, result: FitResult, *, kind: str) -> tuple[int, str] | None:
     """The MoE workspace vLLM's profile run leaves allocated under its sampler warm-up (engines/vllm/moe_workspace.py),
     for a MoE model on a GPU, over the command's DP ranks and expert parallelism; None elsewhere."""
     from k3plan.engines.vllm.moe_workspace import profile_moe_workspace
 
-    spec = setup.model.spec
-    if spec.moe is None or kind != "gpu":
-        return None
-    return profile_moe_workspace(
-        release=_release(served, setup.stack.name, kind),
-        vendor=vendor,
-        hardware=hardware,
-        expert_formats=_expert_formats(setup),
-        expert_parallel=served is not None and served.expert_parallel,
-        tp=setup.parallel.tp,
-        top_k=spec.moe.top_k,
-        hidden=spec.hidden_size,
-        intermediate=spec.moe.expert_intermediate,
-        tokens=result.workload.prefill_chunk_tokens,
-        env=served.env if served is not None else {},
-        dp=setup.parallel.dp,
-        all2all_backend=(served.stack_options.get("all2all_backend", "") if served is not None else ""),
-        moe_backend=(served.moe_backend or "") if served is not None else "",
-    )
+    args = _moe_forward_args(served, setup, result, stack=setup.stack.name, kind=kind)
+    return None if args is None else profile_moe_workspace(**args, all2all_backend=_all2all_backend(served))
 
 
 def _rocm_moe(

@@ -435,8 +435,7 @@ def _no_dp_mesh(r: Reading, strategy: dict[str, object]) -> int:
     """The mesh from_vllm_config builds without DP attention (NO_DP_MESH_SOURCE): 'model' = tensor_parallelism x
     'expert' = expert_parallelism, attn_dp = attn_dp_expert = 1; it must hold the --tensor-parallel-size devices.
     Sets the stack option that lays K3 out on it (NO_DP_LAYOUT) and returns the expert axis."""
-    model = _count(STRATEGY_TP, strategy[STRATEGY_TP]) if STRATEGY_TP in strategy else r.tp
-    expert = _count(STRATEGY_EP, strategy.get(STRATEGY_EP, 1))
+    model, expert = _degrees(r, strategy)
     if model * expert != r.tp:
         raise K3PlanError(
             f"--serve: {UNSAFE_NO_DP_ATTENTION}=1 with {ADDITIONAL} sharding_strategy {STRATEGY_TP} {model} x "
@@ -453,6 +452,14 @@ def _no_dp_mesh(r: Reading, strategy: dict[str, object]) -> int:
     return expert
 
 
+def _degrees(r: Reading, strategy: dict[str, object]) -> tuple[int, int]:
+    """sharding_strategy's (tensor_parallelism, expert_parallelism): the first --tensor-parallel-size where unset, the
+    second 1; the two mesh axes from_vllm_config builds (under DP attention attn_dp x attn_dp_expert, without it
+    'model' x 'expert')."""
+    first = _count(STRATEGY_TP, strategy[STRATEGY_TP]) if STRATEGY_TP in strategy else r.tp
+    return first, _count(STRATEGY_EP, strategy.get(STRATEGY_EP, 1))
+
+
 def _count(key: str, value: object) -> int:
     """A sharding_strategy degree: a whole number of at least 1."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -464,8 +471,7 @@ def _expert_axis(r: Reading, strategy: dict[str, object]) -> int:
     """The mesh from_vllm_config builds under DP attention for an MLA model (MESH_SOURCE): attn_dp x attn_dp_expert,
     the 'model' axis 1; it must hold the --tensor-parallel-size devices. Returns attn_dp_expert, the ways
     ATTN_DATA_EXPERT (kimi_k3.py's routed experts) is split."""
-    tp = _count(STRATEGY_TP, strategy[STRATEGY_TP]) if STRATEGY_TP in strategy else r.tp
-    attn_dp_expert = _count(STRATEGY_EP, strategy.get(STRATEGY_EP, 1))
+    tp, attn_dp_expert = _degrees(r, strategy)
     if tp * attn_dp_expert != r.tp:
         raise K3PlanError(
             f"--serve: {ADDITIONAL} sharding_strategy {STRATEGY_TP} {tp} x {STRATEGY_EP} {attn_dp_expert}: "
