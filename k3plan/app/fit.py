@@ -416,6 +416,22 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
             else f"--serve: --dcp-size {q.dcp} with {q.model}'s DeepSeek-V4 sub-pools: how SGLang splits its "
             "sliding-window and compressed pools over a DCP group was not read; remove it"
         )
+    if engine_rules(q.engine).pool_rule == "static" and hw.kind == "gpu":
+        from k3plan.engines.sglang.releases import DSV4_BF16_FROM, DSV4_KV_ARCHITECTURES, DSV4_KV_AT
+
+        # SGLang's DeepseekV4ForCausalLM takes fp8_e4m3 (auto's) or bfloat16 only, bfloat16 from 0.5.14
+        # (engines/sglang/releases.py DSV4_KV_AT); both size the pool at the same bytes a token (0.5.21 wheel,
+        # pool_configurator.py DSV4PoolConfigurator.__init__: kv_bytes = qk_nope + 2 x qk_rope + 8, the FlashMLA slot)
+        taken = (
+            ("auto", "fp8_e4m3", "bfloat16")
+            if q.release is None or q.release >= DSV4_BF16_FROM
+            else ("auto", "fp8_e4m3")
+        )
+        if model.spec.architecture in DSV4_KV_ARCHITECTURES and q.kv_raw not in taken:
+            raise K3PlanError(
+                f"--serve: --kv-cache-dtype {q.kv_raw}: SGLang refuses it for DeepseekV4ForCausalLM ('{q.kv_raw} is "
+                f"not supported for DeepseekV4ForCausalLM': {DSV4_KV_AT}); expected {' or '.join(taken[1:])}"
+            )
     if q.kv_raw == "nvfp4_ds_mla" and (
         model.spec.dsv4 is None or model.spec.dsv4.csa2 is None
     ):  # vllm/models/deepseek_v41/attention.py _resolve_dsv4_kv_cache_dtype (engines/vllm/dsv4_pages.py V41_SOURCES)

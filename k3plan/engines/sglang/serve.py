@@ -42,8 +42,6 @@ from k3plan.engines.sglang.mega_moe import (
 from k3plan.engines.sglang.prefill_graph import BACKENDS as PREFILL_BACKENDS
 from k3plan.engines.sglang.prefill_graph import CONFIG_FROM as PREFILL_TC_UNTIL_LOCKS
 from k3plan.engines.sglang.releases import (
-    DSV4_BF16_FROM,
-    DSV4_KV_AT,
     GRAPH_CAP_FROM,
     NEWEST_RELEASE,
     SHARED_CLONES_FROM,
@@ -332,21 +330,6 @@ V4_PAGE_SOURCE = (
     "overrides['page_size'] = page_size, 128 only on an NPU, declarations applied last writer wins over the raw inputs: "
     "arg_groups/overrides.py declare_resolution; configs/deepseek_v41.py maps DeepseekV41ForCausalLM to it)"
 )
-
-
-def dsv4_kv_dtype(r: Reading) -> None:
-    """SGLang's DeepseekV4ForCausalLM on a GPU takes --kv-cache-dtype fp8_e4m3 (auto's) or bfloat16 only, bfloat16 from
-    0.5.14 (releases.py DSV4_KV_AT); both size the pool at the same bytes a token (0.5.21 wheel, pool_configurator.py
-    DSV4PoolConfigurator.__init__: kv_bytes = qk_nope + 2 x qk_rope + 8, the FlashMLA slot). Another is refused as
-    SGLang refuses it."""
-    if r.platform != "gpu" or _bundled(r) not in DSV4_FAMILY:
-        return
-    taken = ("auto", "fp8_e4m3") + (("bfloat16",) if r.release is None or r.release >= DSV4_BF16_FROM else ())
-    if r.kv_raw not in taken:
-        raise K3PlanError(
-            f"--serve: --kv-cache-dtype {r.kv_raw}: SGLang refuses it for DeepseekV4ForCausalLM ('{r.kv_raw} is "
-            f"not supported for DeepseekV4ForCausalLM': {DSV4_KV_AT}); expected {' or '.join(taken[1:])}"
-        )
 
 
 def _deepseek_v4(r: Reading) -> bool:
@@ -756,7 +739,6 @@ def read(r: Reading) -> None:
     r.dtypes()
     if r.kv_raw == "nvfp4_ds_mla":
         raise K3PlanError("--serve: --kv-cache-dtype nvfp4_ds_mla is vLLM's DeepSeek-V4.1 record, not SGLang's")
-    dsv4_kv_dtype(r)
     engram_host_env(r)
     dsv4_fp4_experts_env(r)
     dsv4_state_dtype_env(r)
