@@ -26,6 +26,8 @@ chunk, @1b219f93, copied from vllm-project/vllm's backend_request_func.py @02f0c
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import math
 import statistics
 from collections import deque
@@ -276,7 +278,6 @@ def simulate(
     # plain Python lists (numpy scalar indexing costs ~10x a list's, and fit's path stays numpy-free)
     arrival: list[float] = [0.0] * size if closed else [i / lam for i in range(size)]
     left = [isl] * size if range_ratio is None else client_lengths(isl, range_ratio, size, base=2)
-    made = [0] * size  # output tokens
     target = [osl] * size if range_ratio is None else client_lengths(osl, range_ratio, size, base=3)
     outs = [float(x) for x in target[:total]]  # each request's OSL, as the client counts its TPOT
     ins = [float(x) for x in left[:total]]  # each request's ISL, as the client counts its input tokens
@@ -303,7 +304,25 @@ def simulate(
     pending = total  # measured-or-warm-up requests not yet done
     # T(d, p) for the coefficients' own model in floats, the same arithmetic as StepCoefficients.__call__
     coef = step_time if isinstance(step_time, StepCoefficients) else None
-    running: list[int] = []
+
+    def step_s(d: int, p: int) -> float:
+        if coef is None:
+            return float(step_time(d, p))
+        dt = coef.base_s + coef.per_decode_seq_s * d + coef.per_prefill_token_s * p
+        return dt + coef.per_prefill_pass_s if p else dt
+
+    # The running requests, in the order they were admitted, are the decoding ones, then the ones still prefilling:
+    # a prompt's chunks go to the running prompts in that order before a new one is taken in, so prompts finish in
+    # the order they came. A decoding request is held without a per-step loop: ``tick`` counts the steps in which
+    # decoding requests decode, request r has made tick + off[r] tokens and ends at tick target[r] - off[r] (the
+    # heap, oldest first; an entry whose tick no longer matches is stale). The rule is the one stepped request by
+    # request (each figure the same float additions in the same order), in time per step of the prefills, not of
+    # the batch.
+    decoding: dict[int, None] = {}  # in the order they began to decode
+    off: dict[int, int] = {}
+    ends: list[tuple[int, int]] = []  # (the tick at which it has its last token, r)
+    tick = 0
+    prefilling: deque[int] = deque()
     waiting: deque[int] = deque(range(min(total, n))) if closed else deque()
     unseen: list[int] = []  # arrived, not yet taken in (recv_interval > 1: RECV_RULE)
     counter = 0  # RECV_RULE's: decode steps since the engine last took requests in
@@ -313,28 +332,25 @@ def simulate(
             while next_id < size and arrival[next_id] <= t:
                 waiting.append(next_id)
                 next_id += 1
-            if not running and not waiting:
+            if not decoding and not prefilling and not waiting:
                 t = arrival[next_id]
                 continue
         if (
             closed
-            and running
-            and len(running) <= token_budget
-            and (not waiting or len(running) >= seqs or not fits(waiting[0]))
+            and decoding
+            and not prefilling
+            and len(decoding) <= token_budget
+            and (not waiting or len(decoding) >= seqs or not fits(waiting[0]))
             and not unseen
-            and all(left[r] == 0 for r in running)
         ):
             # a run of decode-only steps: every running request decoding, none admitted, each step the same d; the
-            # steps before the first of them ends are stepped here without the per-request loop (the same float
-            # additions in the same order, so every figure is the one the loop gives)
-            skip = min(min(target[r] - made[r] for r in running) - 1, max_steps - steps)
+            # steps before the first of them ends are stepped here at once (the same float additions in order)
+            while ends[0][1] not in decoding or ends[0][0] != target[ends[0][1]] - off[ends[0][1]]:
+                heapq.heappop(ends)  # stale
+            skip = min(ends[0][0] - tick - 1, max_steps - steps)
             if skip > 0:
-                d = len(running)
-                dt = (
-                    coef.base_s + coef.per_decode_seq_s * d + coef.per_prefill_token_s * 0
-                    if coef is not None
-                    else float(step_time(d, 0))
-                )
+                d = len(decoding)
+                dt = step_s(d, 0)
                 for _ in range(skip):
                     t += dt
                     sum_t += dt
@@ -342,67 +358,72 @@ def simulate(
                 if recv_interval > 1:  # a poll before each step (none takes anything in): it resets at the interval
                     c = (0 if counter >= recv_interval else counter) + skip
                     counter = c if c <= recv_interval else (c - 1) % recv_interval + 1
-                for r in running:
-                    made[r] += skip
-        if recv_interval > 1 and (not running or counter >= recv_interval):  # the engine polls (RECV_RULE)
+                tick += skip
+        if recv_interval > 1 and ((not decoding and not prefilling) or counter >= recv_interval):  # RECV_RULE
             waiting.extend(unseen)
             unseen.clear()
             counter = 0
-        budget, alloc = token_budget, {}
+        budget = token_budget
         # SGLang: a prefill step whenever a prompt is mid-chunk or one waits for a free slot; it decodes no one
-        admissible = bool(waiting) and len(running) < seqs and fits(waiting[0])
-        prefill_only = prefill_first and (any(left[r] > 0 for r in running) or admissible)
-        for r in running:  # RUNNING first: a prefill chunk or one decode token
+        admissible = bool(waiting) and len(decoding) + len(prefilling) < seqs and fits(waiting[0])
+        prefill_only = prefill_first and (bool(prefilling) or admissible)
+        d = 0 if prefill_only else min(len(decoding), budget)  # RUNNING first: one decode token each, in order
+        budget -= d
+        chunks: list[tuple[int, int]] = []
+        for r in prefilling:  # then the running prompts' next chunks
             if budget <= 0:
                 break
-            if prefill_only and left[r] == 0:
-                continue
-            if prefill_first and not prefill_only and left[r] > 0:
-                continue
-            alloc[r] = min(left[r], budget) if left[r] > 0 else 1
-            budget -= alloc[r]
+            k = min(left[r], budget)
+            chunks.append((r, k))
+            budget -= k
         while (
-            waiting and budget > 0 and len(running) < seqs and fits(waiting[0]) and (prefill_only or not prefill_first)
+            waiting
+            and budget > 0
+            and len(decoding) + len(prefilling) < seqs
+            and fits(waiting[0])
+            and (prefill_only or not prefill_first)
         ):  # WAITING
             r = waiting.popleft()
-            running.append(r)
+            prefilling.append(r)
             held += need[r]
             swa_held += swa_need[r]
-            alloc[r] = min(left[r], budget)
-            budget -= alloc[r]
-        d = p = 0
-        for r, k in alloc.items():
-            if left[r] == 0:
-                d += 1
-            else:
-                p += k
-        if coef is not None:
-            dt = coef.base_s + coef.per_decode_seq_s * d + coef.per_prefill_token_s * p
-            if p:
-                dt += coef.per_prefill_pass_s
-        else:
-            dt = float(step_time(d, p))
+            k = min(left[r], budget)
+            chunks.append((r, k))
+            budget -= k
+        p = token_budget - d - budget  # the prefill chunks
+        dt = step_s(d, p)
         t += dt
         steps, sum_d, sum_p, sum_t = steps + 1, sum_d + d, sum_p + p, sum_t + dt
         counter = counter + 1 if p == 0 else recv_interval  # a prefill step: the next iteration takes requests in
         require(steps <= max_steps, f"scheduler simulation passed {max_steps} steps: is the load sustainable?")
-        ended = False
-        for r, k in alloc.items():
-            if left[r] > 0:
-                left[r] -= k
-                if left[r] == 0:
-                    made[r], first[r] = 1, t
-            else:
-                made[r] += 1
-            if left[r] == 0 and made[r] >= target[r]:
-                done[r] = t
-                ended = True
-                if r < total:
-                    pending -= 1
-        if not ended:
+        finished: list[int] = []
+        if d:
+            if d == len(decoding):
+                tick += 1
+            else:  # the budget ran out: only the first d made a token this step
+                for r in list(itertools.islice(decoding, d)):
+                    off[r] += 1
+                    heapq.heappush(ends, (target[r] - off[r], r))
+            while ends and ends[0][0] <= tick:
+                _, r = heapq.heappop(ends)
+                if r in decoding and target[r] - off[r] == tick:
+                    done[r] = t
+                    finished.append(r)
+                    del decoding[r], off[r]
+        for r, k in chunks:
+            left[r] -= k
+            if left[r] == 0:  # its last chunk samples its first token
+                prefilling.popleft()  # prompts finish in order: it is the first one
+                first[r] = t
+                if target[r] <= 1:
+                    done[r] = t
+                    finished.append(r)
+                else:
+                    decoding[r], off[r] = None, 1 - tick
+                    heapq.heappush(ends, (target[r] - off[r], r))
+        if not finished:
             continue
-        finished = [r for r in running if done[r] == done[r]]  # not NaN: done
-        running = [r for r in running if done[r] != done[r]]
+        pending -= sum(1 for r in finished if r < total)
         held -= sum(need[r] for r in finished)
         swa_held -= sum(swa_need[r] for r in finished)
         if closed:
