@@ -363,7 +363,8 @@ UNPRICED_ENV = {
     # are read by engines/sglang/serve.py mega_moe: priced where read, refused elsewhere)
     # InferenceX's multi-node recipes (@843c6254 benchmarks/multi_node/srt-slurm-recipes/vllm/deepseek-v4/)
     "NVSHMEM_SYMMETRIC_SIZE": "NVSHMEM's symmetric heap a GPU (the DeepEP / MegaMoE buffers' memory)",
-    "VLLM_MAX_TOKENS_PER_EXPERT_FP4_MOE": "the FP4 MoE workspace's tokens an expert (its size)",
+    # (VLLM_MAX_TOKENS_PER_EXPERT_FP4_MOE, vLLM's CUTLASS FP4 experts' token bound, is read on a vLLM command:
+    # engines/vllm/serve.py read_fp4_moe_tokens_env)
     # (VLLM_DEEPEP_BUFFER_SIZE_MB, DeepEP's buffers' size, is read on a vLLM command: engines/vllm/all2all_buffers.py)
 }
 # environment variables a serve command's recipe sets before the engine, read as the engine reads them

@@ -20,7 +20,39 @@ def test_priced_only_where_the_layout_was_read():
     assert mega_moe_non_torch(moe_backend="deep_gemm_mega_moe", release=(0, 25, 0), **args) is not None
     assert mega_moe_non_torch(moe_backend="deep_gemm_mega_moe", release=(0, 26, 0), **args) is not None
     assert mega_moe_non_torch(moe_backend="deep_gemm_mega_moe", release=(0, 29, 0), **args) is None  # a later layout
-    assert mega_moe_non_torch(moe_backend="deep_gemm_mega_moe", release=(0, 22, 0), **args) is None
+    # 0.20.0-0.22.0 ship the same layout header and sizing call (session 52: the wheels' vendored deep_gemm compared)
+    assert mega_moe_non_torch(moe_backend="deep_gemm_mega_moe", release=(0, 20, 0), **args) is not None
+    assert mega_moe_non_torch(moe_backend="deep_gemm_mega_moe", release=(0, 22, 0), **args) is not None
+    assert mega_moe_non_torch(moe_backend="deep_gemm_mega_moe", release=(0, 19, 1), **args) is None  # not read
     assert mega_moe_non_torch(moe_backend=None, release=(0, 25, 0), **args) is None
     one = dict(args, ep=1)  # torch's allocator for a group of one: in the torch peak, not this term
     assert mega_moe_non_torch(moe_backend="deep_gemm_mega_moe", release=(0, 25, 0), **one) is None
+
+
+def test_fp4_moe_token_bound_listed_only_where_mega_moe_replaces_the_cutlass_experts():
+    """VLLM_MAX_TOKENS_PER_EXPERT_FP4_MOE sizes the CUTLASS FP4 experts' scale buffer (vllm/_custom_ops.py
+    scaled_fp4_experts_quant / mxfp4_experts_quant, 0.20.0-0.22.0 wheels); DeepSeek-V4 under EP with
+    deep_gemm_mega_moe builds DeepseekV4MegaMoEExperts instead, so the variable is listed there (the InferenceX
+    GB200 DEP8 prefill worker's environment) and refused where k3plan has not read it."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from k3plan.cli.app import app
+
+    v4 = (
+        "VLLM_MAX_TOKENS_PER_EXPERT_FP4_MOE=2048 vllm serve deepseek-ai/DeepSeek-V4-Pro --data-parallel-size 8 "
+        "--enable-expert-parallel --kv-cache-dtype fp8 --block-size 256 --max-model-len 65536 "
+        "--max-num-batched-tokens 8192"
+    )
+
+    def fit(cmd: str, version: str):
+        args = ["fit", "-H", "nvidia-gb200-nvl72", "-t", "8", "--serve", cmd, "--engine-version", version, "--json"]
+        return CliRunner().invoke(app, args)
+
+    mega = fit(v4 + " --moe-backend deep_gemm_mega_moe", "0.20.0")
+    assert mega.exit_code in (0, 1)
+    assert "VLLM_MAX_TOKENS_PER_EXPERT_FP4_MOE=2048" in json.loads(mega.stdout)["engine"]["serve"]["ignored"]
+    for cmd, version in ((v4, "0.20.0"), (v4 + " --moe-backend deep_gemm_mega_moe", "0.23.0")):
+        res = fit(cmd, version)
+        assert res.exit_code == 2 and "VLLM_MAX_TOKENS_PER_EXPERT_FP4_MOE" in res.output

@@ -1,7 +1,10 @@
 """DeepGEMM Mega MoE's symmetric buffer under vLLM's ``--moe-backend deep_gemm_mega_moe``: memory the worker counts as
 its non-torch increase, sized by DeepGEMM's own layout code.
 
-Where vLLM holds it (read in the vllm 0.23.0, 0.25.0 and 0.26.0 wheels, PyPI; 0.24.0 between them not read):
+Where vLLM holds it (read in the vllm 0.20.0, 0.21.0, 0.22.0, 0.23.0, 0.25.0 and 0.26.0 wheels, PyPI; 0.24.0 between
+them not read; 0.20.0 and 0.21.0 keep the class in vllm/model_executor/models/deepseek_v4.py, 0.22.0 in
+vllm/models/deepseek_v4/nvidia/model.py, each with ``max_num_tokens`` the scheduler's ``max_num_batched_tokens`` and the
+same vendored ``mega/__init__.py`` sizing call, and each allocating with ``symm_mem.empty`` whatever the group's size):
 ``DeepseekV4MegaMoEExperts.get_symm_buffer`` (vllm/models/deepseek_v4/nvidia/model.py) allocates, on the first forward
 (the profile run, after the worker's first memory snapshot), one buffer shared by every MoE layer (the class-level
 ``_symm_buffer_cache``) through the vendored ``deep_gemm.get_symm_buffer_for_mega_moe`` (vllm/third_party/deep_gemm/
@@ -12,9 +15,10 @@ one, which this term leaves out). ``num_max_tokens_per_rank`` is ``max_num_batch
 
 ``num_bytes`` is ``get_symm_buffer_size_for_mega_moe`` in DeepGEMM at the commit vLLM builds against,
 github.com/deepseek-ai/DeepGEMM/blob/891d57b4db1071624b5c8fa0d1e51cb317fa709f/csrc/apis/mega.hpp, with the layout
-helpers of deep_gemm/include/deep_gemm/layout/mega_moe.cuh at that commit (the header the 0.23.0, 0.25.0 and 0.26.0
-wheels ship under vllm/third_party/deep_gemm/include is that commit's, byte for byte; the 0.29.0 and 0.33.0 wheels
-ship later layouts with a ring buffer, not read here, so the term is priced for 0.23.0-0.26.x only):
+helpers of deep_gemm/include/deep_gemm/layout/mega_moe.cuh at that commit (the header the 0.20.0, 0.21.0, 0.22.0,
+0.23.0, 0.25.0 and 0.26.0 wheels ship under vllm/third_party/deep_gemm/include is that commit's, byte for byte (0.20.0-
+0.22.0 compared with 0.26.0's in session 52: cmp); the 0.29.0 and 0.33.0 wheels
+ship later layouts with a ring buffer, not read here, so the term is priced for 0.20.0-0.26.x only):
 
 - the workspace: 32 B of barrier signals, the experts' send / receive counts (experts x 16 B), the local experts'
   receive sums (8 B each), the pool blocks' L1 arrival counts (4 B, padded to an even count) and L2 masks (8 B), the
@@ -34,8 +38,9 @@ from __future__ import annotations
 from k3plan.engines.release import Release
 
 MEGA_MOE_BACKEND = "deep_gemm_mega_moe"
-# the vLLM releases whose vendored DeepGEMM has this layout (read: 0.23.0, 0.25.0, 0.26.0; 0.29.0 differs)
-MEGA_MOE_FROM: Release = (0, 23, 0)
+# the vLLM releases whose vendored DeepGEMM has this layout (read: 0.20.0, 0.21.0, 0.22.0, 0.23.0, 0.25.0, 0.26.0;
+# 0.29.0 differs)
+MEGA_MOE_FROM: Release = (0, 20, 0)
 MEGA_MOE_UNTIL: Release = (0, 27, 0)
 MEGA_MOE_SOURCE = (
     "DeepGEMM Mega MoE's symmetric buffer, allocated in the profile run on the EP group (vllm 0.25.0 wheel, PyPI, "

@@ -494,11 +494,23 @@ STALE_ENV = frozenset(STALE_GONE_FROM)
 MAX_MODEL_LEN_AUTO_FROM = (0, 14, 0)
 MAX_MODEL_LEN_AUTO_SOURCE = "vllm 0.14.1 wheel (PyPI), vllm/engine/arg_utils.py human_readable_int_or_auto"
 # the variables of KNOWN_ENV read on this family's commands only (k3plan.engines.serve refuses them on another's)
-OWN_ENV = STALE_ENV | A2A_ENV | BACKEND_ENV
+OWN_ENV = STALE_ENV | A2A_ENV | BACKEND_ENV | {"VLLM_MAX_TOKENS_PER_EXPERT_FP4_MOE"}
 # the native CPU offload's connector switch (read_offload_env below)
 SIMPLE_OFFLOAD_ENV = "VLLM_USE_SIMPLE_KV_OFFLOAD"
+# VLLM_MAX_TOKENS_PER_EXPERT_FP4_MOE (vllm/envs.py, default 163,840): the token bound of vLLM's CUTLASS NVFP4 / MXFP4
+# experts' activation quantization, which sizes its scale buffer (vllm/_custom_ops.py scaled_fp4_experts_quant,
+# silu_and_mul_scaled_fp4_experts_quant, mxfp4_experts_quant, silu_and_mul_mxfp4_experts_quant: MAX_TOKENS_PER_EXPERT
+# x top-k rows), whose only callers are fused_moe/experts/cutlass_moe.py's FP4 experts. DeepSeek-V4 with
+# --enable-expert-parallel and --moe-backend deep_gemm_mega_moe builds DeepseekV4MegaMoEExperts in place of FusedMoE
+# (DeepseekV4MoE.use_mega_moe: the routed experts run DeepGEMM's fp8_fp4_mega_moe; the shared expert is a dense MLP),
+# so nothing on that command reads the variable: listed there, refused elsewhere (not priced). Read in the vllm
+# 0.20.0, 0.21.0 (vllm/model_executor/models/deepseek_v4.py DeepseekV4MoE) and 0.22.0 (vllm/models/deepseek_v4/
+# nvidia/model.py) wheels (PyPI), with each one's _custom_ops.py and cutlass_moe.py
+FP4_MOE_TOKENS_ENV = "VLLM_MAX_TOKENS_PER_EXPERT_FP4_MOE"
+FP4_MOE_TOKENS_READ: tuple[Release, Release] = ((0, 20, 0), (0, 23, 0))  # [first read, first not read)
 KNOWN_ENV = frozenset(
     {LONG_CONTEXT_ENV, UNIFIED_POOL_ENV, ENGRAM_ENV, FLASHINFER_INT4_ENV, ESTIMATE_ENV, SIMPLE_OFFLOAD_ENV}
+    | {FP4_MOE_TOKENS_ENV}
     | STALE_ENV
     | A2A_ENV
     | BACKEND_ENV
@@ -1223,6 +1235,33 @@ def read(r: Reading) -> None:
     flashinfer_int4(r)
     read_backend_env(r)  # after the parallelism (engines/vllm/backend_env.py)
     read_deepep_env(r)
+    read_fp4_moe_tokens_env(r)  # after --moe-backend and --enable-expert-parallel
+
+
+def read_fp4_moe_tokens_env(r: Reading) -> None:
+    """VLLM_MAX_TOKENS_PER_EXPERT_FP4_MOE (the comment at FP4_MOE_TOKENS_ENV): listed on a DeepSeek-V4 command whose
+    routed experts run DeepGEMM's Mega MoE at a release read, where nothing reads it; refused elsewhere."""
+    value = r.env.get(FP4_MOE_TOKENS_ENV)
+    if value is None:
+        return
+    lo, hi = FP4_MOE_TOKENS_READ
+    model = r.resolve(r.model) if r.resolve is not None and r.model else ""
+    unread = (
+        r.platform == "tpu"
+        or r.device_name.lower().startswith("amd")
+        or r.release is None
+        or not lo <= r.release < hi
+        or r.moe_backend != "deep_gemm_mega_moe"
+        or not r.expert_parallel
+        or not model.startswith("deepseek-v4")
+        or model.startswith("deepseek-v4.1")
+    )
+    if unread:
+        raise K3PlanError(
+            f"--serve: {FP4_MOE_TOKENS_ENV}: the FP4 MoE workspace's tokens an expert (its size) is not priced by "
+            "k3plan; remove it to price the engine without"
+        )
+    r.ignored.append(f"{FP4_MOE_TOKENS_ENV}={value}")  # DeepseekV4MegaMoEExperts: no CUTLASS FP4 experts to read it
 
 
 def read_deepep_env(r: Reading) -> None:
