@@ -39,6 +39,7 @@ from k3plan.engines.sglang.mega_moe import (
     MEGA_MOE_ENV,
     MEGA_MOE_READ,
 )
+from k3plan.engines.sglang.moe_padding import K3_OPT_ENV
 from k3plan.engines.sglang.prefill_graph import BACKENDS as PREFILL_BACKENDS
 from k3plan.engines.sglang.prefill_graph import CONFIG_FROM as PREFILL_TC_UNTIL_LOCKS
 from k3plan.engines.sglang.releases import (
@@ -278,6 +279,7 @@ DEEPEP_TOKENS_ENV = "SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK"
 
 KNOWN_ENV = frozenset(
     {
+        K3_OPT_ENV,  # Kimi-K3's MXFP4 expert padding under AITER, read by fit's shard rule (engines/sglang/moe_padding.py)
         LONG_CONTEXT_ENV,
         SYMM_PREALLOC_ENV,
         ENGRAM_HOST_ENV,
