@@ -585,6 +585,8 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
             expert_parallel=q.expert_parallel,
             release=q.release,  # the command's release: a model's rule may change with it (Engine.by_release)
             moe_backend=q.moe_backend,  # the kernel a model's rule may follow (DeepSeek-V4.1 on gfx942)
+            env=q.env,  # the command's environment a rule may read (SGLang's AITER padding of Kimi-K3's shards)
+            ep=q.ep,  # SGLang's --ep-size (its MoE TP group = TP x DP / EP; vLLM's EP is expert_parallel)
         )
     copies_rule = engine_rules(q.stack).redundant_expert_pad
     if q.eplb is not None and copies_rule is not None and model.spec.moe is not None:

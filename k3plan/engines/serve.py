@@ -515,6 +515,13 @@ IGNORED_ENV = {
     #   a8w4 path that quantizes activations to fp8 and keeps the MXFP4 experts as loaded)
     "AITER_BF16_FP8_MOE_BOUND",
     "VLLM_ROCM_USE_AITER_MOE_SITUV2_A8W4",
+    # - and SGLang's, the K3 MI355X day-0 recipe's (sgl-project/sglang#32548): AITER_SITUV2_A8W4 picks which shuffle
+    #   replaces the loaded MXFP4 experts (sglang 0.5.17-0.5.23 wheels, srt/layers/quantization/mxfp4.py
+    #   Mxfp4MoEMethod.process_weights_after_loading: layer.w13_weight.data = shuffle_weight_a16w4(...) for a SiTU
+    #   MoE with it, shuffle_weight(...) without, each in place of the loaded weight), and AITER_FLYDSL_FORCE is read
+    #   by AITER alone (no reference in those wheels: which AITER kernel runs the same weights)
+    "AITER_SITUV2_A8W4",
+    "AITER_FLYDSL_FORCE",
     # - the KDA conv state's memory layout in a disaggregated deployment (the K3 recipe's pd_cluster env): the
     #   same bytes a state, laid out for the KV connector
     "VLLM_SSM_CONV_STATE_LAYOUT",

@@ -14,6 +14,7 @@ from k3plan.engines.sglang.eplb import redundant_expert_pad
 from k3plan.engines.sglang.flags import SGLANG_A2A_DEFAULT
 from k3plan.engines.sglang.fp4_scales import dsv4_fp4_expert_format
 from k3plan.engines.sglang.fraction_eras import era_fraction
+from k3plan.engines.sglang.moe_padding import expert_shard_pad
 from k3plan.engines.sglang.prefill_graph import prefill_graph
 from k3plan.engines.sglang.releases import (
     BY_RELEASE,
@@ -31,6 +32,8 @@ from k3plan.engines.sglang.vision import plain_vision_refusal
 ENGINE = Engine(
     fraction_scale=aiter_fraction_scale,  # 0.4.7-0.5.4's x 0.85 under aiter (engines/sglang/aiter_fraction.py)
     redundant_expert_pad=redundant_expert_pad,  # --ep-num-redundant-experts (engines/sglang/eplb.py)
+    # Kimi-K3's MXFP4 expert shards padded under AITER on an AMD GPU (engines/sglang/moe_padding.py)
+    expert_shard_pad=expert_shard_pad,
     # DeepSeek-V4's FP4 expert scales as the release holds them on the GPU (engines/sglang/fp4_scales.py)
     expert_format=dsv4_fp4_expert_format,
     name="sglang",

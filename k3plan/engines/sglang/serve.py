@@ -39,6 +39,7 @@ from k3plan.engines.sglang.mega_moe import (
     MEGA_MOE_ENV,
     MEGA_MOE_READ,
 )
+from k3plan.engines.sglang.moe_padding import K3_OPT_ENV
 from k3plan.engines.sglang.prefill_graph import BACKENDS as PREFILL_BACKENDS
 from k3plan.engines.sglang.prefill_graph import CONFIG_FROM as PREFILL_TC_UNTIL_LOCKS
 from k3plan.engines.sglang.releases import (
@@ -278,6 +279,7 @@ DEEPEP_TOKENS_ENV = "SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK"
 
 KNOWN_ENV = frozenset(
     {
+        K3_OPT_ENV,  # Kimi-K3's MXFP4 expert padding under AITER, read by fit's shard rule (engines/sglang/moe_padding.py)
         LONG_CONTEXT_ENV,
         SYMM_PREALLOC_ENV,
         ENGRAM_HOST_ENV,
@@ -371,6 +373,48 @@ def v41_vision(r: Reading) -> None:
         f"at start, 'ValueError: {text}' ({at}, sglang/srt/models/deepseek_v4.py {V41_VISION_AT}); remove them"
         + ("" if old else " or add --language-model-only")
     )
+
+
+DECODER_REPLAY_FLAG = "--enable-decoder-swa-bounded-replay"
+DECODER_REPLAY_AT = (
+    "sglang 0.5.21-0.5.23 wheels (PyPI), sglang/srt/arg_groups/fields/exec_.py enable_decoder_swa_bounded_replay ('after "
+    "the last kv_source layer, run the remaining layers over only the last window_size tokens of a prefill. Main and "
+    "indexer KV stay exact'), arg_groups/deepseek_v4_hook.py validate_deepseek_v41_features (DeepSeek-V4.1 only: "
+    "ValueError with the prefill CUDA graph or DP attention), models/deepseek_v4.py DeepseekV4Model.__init__ (assert "
+    "config.kv_source_layer_ids), layers/attention/deepseek_v4_backend.py (the late layers' tail metadata)"
+)
+
+
+def decoder_swa_replay(r: Reading) -> None:
+    """DeepSeek-V4.1's decoder SWA bounded replay (``DECODER_REPLAY_FLAG``): the layers after the last kv_source layer
+    run a prefill over each request's last window only; the KV pool and what the start sizes are unchanged, so the
+    flag is read and nothing is priced for it. SGLang refuses it at start with DP attention or a prefill CUDA graph
+    the command locks on (refused here with its ValueError; DeepSeek-V4's prefill graph is off by default,
+    engines/sglang/prefill_graph.py), and a DeepSeek-V4 (not V4.1) config has no kv_source_layer_ids, which its model
+    asserts (refused); another model's code never reads it (listed as ignored)."""
+    raw = r.flags.get(DECODER_REPLAY_FLAG)
+    if raw is None:
+        return
+    r.get(DECODER_REPLAY_FLAG)
+    if not _on(raw):
+        return
+    model = _bundled(r)
+    if model.startswith("deepseek-v4.1"):
+        locked = r.prefill_backend not in (None, "disabled")
+        for feature, on in (("the prefill CUDA graph", locked), ("DP attention", r.dp_attention)):
+            if on:
+                raise K3PlanError(
+                    f"--serve: {DECODER_REPLAY_FLAG}: SGLang refuses it at start, 'ValueError: {DECODER_REPLAY_FLAG} "
+                    f"cannot be combined with {feature} yet; disable one of them.' ({DECODER_REPLAY_AT})"
+                )
+        return
+    if model.startswith("deepseek-v4"):
+        raise K3PlanError(
+            f"--serve: {DECODER_REPLAY_FLAG} on {model}: SGLang's DeepSeek-V4 model fails at start (it asserts "
+            f"config.kv_source_layer_ids, 'decoder SWA bounded replay needs kv_source_layer_ids', a DeepSeek-V4.1 "
+            f"config key this checkpoint's config.json does not carry) ({DECODER_REPLAY_AT}); remove it"
+        )
+    r.ignored.append(DECODER_REPLAY_FLAG)
 
 
 def refuse_v41_before(r: Reading) -> None:
@@ -819,6 +863,7 @@ def read(r: Reading) -> None:
     deepep_config(r, deepep_mode(r))  # after the all-to-all is read
     fi_mxfp4_precision(r)
     v41_vision(r)  # after the split and the all-to-all are read
+    decoder_swa_replay(r)  # after DP attention and the prefill backend are read
     # flags that change the pool in ways k3plan does not price: refused with what they do, never priced as without
     # the attention backend as given: listed as ignored (k3plan.engines.serve.IGNORED), read for the fraction's aiter
     # cut of 0.4.7-0.5.4 (engines/sglang/aiter_fraction.py, applied in app/fit.py where the model is known)

@@ -7,6 +7,8 @@ the engine's sizing of a drafter's experts (engines/vllm/memory.py).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from k3plan.engines.vllm.dsv4_workspace import GFX942
 
 # vLLM's Kimi-K3 NVIDIA model pads the MoE intermediate each TP shard holds up to a floor when the experts are
@@ -180,6 +182,8 @@ def expert_shard_pad(
     moe_backend: str | None = None,
     tp: int | None = None,
     expert_parallel: bool = False,
+    env: Mapping[str, str] | None = None,
+    ep: int | None = None,
 ) -> tuple[int, int, str] | None:
     """(num, den, why): a device holds num / den of the experts' even share when vLLM TP-splits them over ``shards``
     ranks (no expert parallelism) and the model's rule pads a shard (``MOE_SHARD_RULES``, by release and hardware
@@ -188,7 +192,10 @@ def expert_shard_pad(
     (padded x shards, intermediate); ``moe_backend``: the command's --moe-backend (None: vLLM's selection), which picks
     the kernel, and so the alignment, of DeepSeek-V4.1's experts on gfx942 (``ROCM_V41_ALIGN_BY_BACKEND``); ``tp``: the
     attention TP size, on which Kimi's model code tests its floor (None: ``shards``, as at DP 1); ``expert_parallel``:
-    whole experts a rank (--enable-expert-parallel), which only ROCm's Kimi model code still pads (``ROCM_KIMI_EP``)."""
+    whole experts a rank (--enable-expert-parallel), which only ROCm's Kimi model code still pads (``ROCM_KIMI_EP``);
+    ``env`` / ``ep``: the command's environment and SGLang's --ep-size, which no vLLM rule here reads (SGLang's
+    does: engines/sglang/moe_padding.py; vLLM's expert parallelism is ``expert_parallel``)."""
+    del env, ep
     if expert_parallel:
         return _rocm_kimi_ep(architecture, intermediate, vendor=vendor, tp=tp or 1, release=release)
     if (
