@@ -859,6 +859,7 @@ def test_the_2d_mesh_before_the_mla_check():
         (K25_2D, None, "from v0.19.0 it refuses an MLA model so"),  # no release named: the code each rule cites
         (K25_2D, "0.19.0", "at 0.19.0 without --additional-config"),
         ("NEW_MODEL_DESIGN=1 " + K25_2D, "0.18.0", "base mesh"),
+        (K25_2D + " --additional-config '{\"compilation_sizes\": [768]}'", "0.18.0", "but no sharding key"),
         (
             K25_2D.replace(
                 "MODEL_IMPL_TYPE=vllm",

@@ -433,6 +433,12 @@ def _additional(r: Reading) -> int:
                 f"--serve: {ADDITIONAL} {key!r}: a key of tpu-inference's additional_config k3plan does not read; "
                 "remove it"
             )
+    if "sharding" not in extra:  # tpu-inference's offline script with other keys only (routes)
+        raise K3PlanError(
+            f"--serve: tpu-inference's offline script with {ADDITIONAL} but no sharding key: k3plan reads its "
+            "sharding_strategy (DP attention) or, before 0.19.0, no --additional-config at all (the 2-D mesh); give "
+            "one of them"
+        )
     sharding = extra["sharding"]
     if not isinstance(sharding, dict) or set(sharding) - {"sharding_strategy"}:
         raise K3PlanError(
