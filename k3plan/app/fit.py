@@ -995,8 +995,10 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
             served, setup, result, lay, stack=st.name, kind=hw.kind, vendor=hw.vendor, hardware=hw.name
         ),
         # the devices one engine runs on: a TPU worker that sums their pools counts its blocks over them
-        # (HbmWorker.sums_devices)
-        mesh_devices=setup.parallel.tp * setup.parallel.dp,
+        # (HbmWorker.sums_devices) in whole pages; where the stack splits the MLA cache over TP
+        # (KVCache.replicate_across_tp false: tpu-inference's 2-D mesh) a device's page is already 1 / tp of one,
+        # so the blocks are counted over the DP groups alone
+        mesh_devices=setup.parallel.dp * (setup.parallel.tp if st.kv_cache.replicate_across_tp else 1),
         # the profile run's multimodal dummy batch beside the language model's (engines/vllm/mm_profile.py)
         mm_profile=_vllm_mm_profile(served, setup, result, kind=hw.kind),
     )

@@ -996,6 +996,9 @@ class Stack(Spec):
         if effect.kv_layout is not None:
             kv = update.get("kv_cache", self.kv_cache)
             update["kv_cache"] = updated(kv, layout=effect.kv_layout)
+        if effect.kv_replicate_across_tp is not None:
+            kv = update.get("kv_cache", self.kv_cache)
+            update["kv_cache"] = updated(kv, replicate_across_tp=effect.kv_replicate_across_tp)
         if effect.platforms is not None:
             update["platforms"] = effect.platforms
         if effect.splits is not None:

@@ -181,6 +181,9 @@ class Effect(Spec):
     # the KDA state split by heads over TP at this choice (State.shard_by_heads; None: the stack's): tpu-inference's
     # K3 without DP attention splits it over ATTN_HEAD, under DP attention by sequences only
     state_shard_by_heads: Optional[bool] = None
+    # the MLA cache whole on every TP rank at this choice (KVCache.replicate_across_tp; None: the stack's):
+    # tpu-inference's 2-D mesh before its MLA check splits the cache's pages over the 'model' axis, its attention TP
+    kv_replicate_across_tp: Optional[bool] = None
     # the (tp, dp) splits the engine runs at this choice, replacing the stack's (tpu-inference without DP attention
     # runs attention TP over every device with one DP group, which its DP-attention rule refuses)
     splits: Optional[Splits] = None

@@ -831,3 +831,99 @@ def test_llm_class_on_a_gpu_refused_where_its_defaults_are_unread(cli):
     off = "python examples/offline_inference.py --model moonshotai/Kimi-K2.6 --tensor-parallel-size 8"
     r = cli("fit", "-H", "nvidia-h200", "-t", "8", "--serve", off, "--json")
     assert r.exit_code == 2 and "TPU" in r.output
+
+
+# the developers' Kimi-K2.5 run on the 2-D mesh (tests/engines/cases/tpu-inference-kimi-k2.5-v7x8-tp8-1k-offline,
+# nohup.out @f5f1d337): the offline script with no sharding strategy and NEW_MODEL_DESIGN unset
+K25_2D = (
+    "MODEL_IMPL_TYPE=vllm python examples/offline_inference.py --model moonshotai/Kimi-K2.5 --trust-remote-code "
+    '--kv-cache-dtype fp8 --tensor-parallel-size 8 --limit-mm-per-prompt \'{"image": 0, "video": 0}\''
+)
+
+
+def test_the_2d_mesh_before_the_mla_check():
+    """Before the MLA check (#2222, first in v0.19.0: serve.py MLA_CHECK_SOURCE) a command with no sharding_strategy
+    and NEW_MODEL_DESIGN unset runs ShardingAxisName2D's mesh: k3plan's tp = the devices, dp 1 (stack option
+    new_model_design=0, set after model_impl=vllm), the int4 experts with float32 group scales (W4A16_SOURCE)."""
+    q = parse_serve(K25_2D, platform="tpu", release=(0, 18, 0))
+    assert (q.tp, q.dp, q.ep) == (8, 1, 8)
+    opts = q.stack_options
+    assert opts["new_model_design"] == "0" and opts["disable_weight_requantization"] == "1"
+    assert list(opts).index("new_model_design") > list(opts).index("model_impl")
+    assert any("2-D mesh 'data' 1 x 'model' 8" in c for c in q.caveats)
+
+
+@pytest.mark.parametrize(
+    ("cmd", "release", "says"),
+    [
+        (K25_2D, None, "from v0.19.0 it refuses an MLA model so"),  # no release named: the code each rule cites
+        (K25_2D, "0.19.0", "at 0.19.0 without --additional-config"),
+        ("NEW_MODEL_DESIGN=1 " + K25_2D, "0.18.0", "base mesh"),
+        (K25_2D + " --additional-config '{\"compilation_sizes\": [768]}'", "0.18.0", "but no sharding key"),
+        (
+            K25_2D.replace(
+                "MODEL_IMPL_TYPE=vllm",
+                "MODEL_IMPL_TYPE=vllm MOE_REQUANTIZE_WEIGHT_DTYPE=fp4 MOE_REQUANTIZE_BLOCK_SIZE=512",
+            ),
+            "0.18.0",
+            "reads no MOE_REQUANTIZE_*",
+        ),
+        (
+            K25_2D.replace("moonshotai/Kimi-K2.5", "deepseek-ai/DeepSeek-R1").replace(
+                ' --limit-mm-per-prompt \'{"image": 0, "video": 0}\'', ""
+            ),
+            "0.18.0",
+            "int4 group-32 Kimi checkpoints",
+        ),
+    ],
+)
+def test_the_2d_mesh_refusals(cli, cmd, release, says):
+    """From 0.19.0 (and with no release named) tpu-inference refuses the command, as its MLA check does; before it
+    NEW_MODEL_DESIGN=1 without a strategy, MOE_REQUANTIZE_*, another checkpoint and a TP that GMM_TP pads are refused
+    with what they do: one line, exit 2."""
+    r = cli("fit", "-H", "tpu-v7x", "-t", "2x2x1", "--serve", cmd, *(("--engine-version", release) if release else ()))
+    assert r.exit_code == 2, r.output
+    assert says in r.output and r.output.count("\n") <= 1
+
+
+def test_the_2d_mesh_prices_the_k25_run(cli):
+    """The Kimi-K2.5 run's figures from the 2-D layout (case tpu-inference-kimi-k2.5-v7x8-tp8-1k-offline): 77.68 GiB of
+    weights a device (attention, dense MLP, shared experts, vocabulary and experts over 'model'; the router, norms and
+    vision tower whole), vLLM's utilization 0.9 at 0.18.0 (engines/tpu_inference/__init__.py option_defaults), the
+    pool's pages split over 'model' and counted in whole 1,024-token pages of 61 x 640 B (fp8) over the summed HBM."""
+    r = cli("fit", "-H", "tpu-v7x", "-t", "2x2x1", "--serve", K25_2D, "--engine-version", "0.18.0", "--json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    eng = d["engine"]
+    assert d["parallel"] == {"tp": 8, "ep": 8, "dp": 1}
+    assert round(eng["weights_bytes"] / GiB, 2) == 77.68
+    assert round(eng["kv_pool_bytes"] / GiB, 2) == 7.60  # logged 60.72 / 8 = 7.59
+    pool = int(0.9 * 101_737_037_824) - eng["weights_bytes"]  # a device's int(limit x 0.9) - bytes in use
+    assert eng["kv_pool_bytes"] == pool
+    assert eng["num_blocks"] == 8 * pool // (1024 * 640 * 61) == 1632  # logged 1,630
+    assert eng["kv_pool_tokens"] == 1632 * 1024 and eng["max_concurrency"] == 1632.0
+    assert "--gpu-memory-utilization 0.9, release 0.18.0's default" in d["provenance"]["reserve"]
+
+
+def test_the_2d_mesh_refuses_a_width_gmm_tp_pads():
+    """GMM_TP pads a device's share of an expert's width to a multiple of 128 (moe_weights.py get_w13_padding_config
+    @f5f1d337), not priced: Kimi-K2.5's 2,048 over 32 devices (64 a device) is refused in one line."""
+    from k3plan.errors import K3PlanError
+
+    with pytest.raises(K3PlanError, match="pads a device's share"):
+        parse_serve(
+            K25_2D.replace("--tensor-parallel-size 8", "--tensor-parallel-size 32"), platform="tpu", release=(0, 18, 0)
+        )
+
+
+def test_the_utilization_default_follows_the_release(cli):
+    """vLLM's CacheConfig default under tpu-inference: 0.9 in the vllm-tpu 0.18.0 / 0.19.0 wheels, 0.92 from 0.20.0
+    (engines/tpu_inference/__init__.py UTILIZATION_09_SOURCE): a command that sets none sizes its pool so."""
+    cmd = DAILY.replace(" --gpu-memory-utilization 0.95", "")
+    pools = {}
+    for release in ("0.19.0", "0.20.0"):
+        r = cli("fit", "-H", "tpu-v7x", "-t", "2x2x1", "--serve", cmd, "--engine-version", release, "--json")
+        assert r.exit_code in (0, 1), r.output
+        eng = json.loads(r.stdout)["engine"]
+        pools[release] = eng["kv_pool_bytes"] + eng["weights_bytes"]
+    assert pools == {"0.19.0": int(0.9 * 101_737_037_824), "0.20.0": int(0.92 * 101_737_037_824)}

@@ -344,19 +344,56 @@ FALLBACK_SOURCE = (
 
 
 # A TPU vllm serve without a "sharding" key names no platform plugin: k3plan reads it as torchtpu-vllm's (routes
-# below), though tpu-inference runs such a command too. Its developers' Kimi-K2.5 run (nohup.out @f5f1d337,
-# tests/engines/cases/tpu-inference-kimi-k2.5-v7x8-tp8-1k-offline) did, on a branch whose TpuPlatform has no MLA
-# check yet: without NEW_MODEL_DESIGN the axis names are ShardingAxisName2D's (layers/common/sharding.py
-# LazyShardingAxisName._initialize), the mesh 'data' 1 x 'model' = --tensor-parallel-size ("Init mesh | mesh=
-# Mesh('data': 1, 'model': 8)"), vLLM's model code tensor-parallel over 'model', the MLA cache's pages over
-# MLP_TENSOR = 'model' (runner/kv_cache.py create_kv_caches), each expert's width over EXPERT = 'model' (GMM_TP: "[MoE]:
-# Using GMM TP kernel"). That layout is not priced; the torchtpu-vllm refusals of such a command say so
+# below), though tpu-inference runs such a command too; tpu-inference's own offline script routes here. Before its
+# MLA check (#2222, 6a488560, 2026-04-13, first in v0.19.0; not in v0.18.0, whose TpuPlatform.check_and_update_config
+# has none) tpu-inference runs an MLA model without NEW_MODEL_DESIGN on its 2-D mesh: the axis names are
+# ShardingAxisName2D's (layers/common/sharding.py LazyShardingAxisName._initialize), the mesh 'data' 1 x 'model' =
+# --tensor-parallel-size ("Init mesh | mesh=Mesh('data': 1, 'model': 8)"), vLLM's model code tensor-parallel over
+# 'model', the MLA cache's pages over MLP_TENSOR = 'model' (runner/kv_cache.py create_kv_caches), each expert's width
+# over MLP_TENSOR = 'model' (GMM_TP: "[MoE]: Using GMM TP kernel"). Its developers' Kimi-K2.5 run (nohup.out @f5f1d337,
+# tests/engines/cases/tpu-inference-kimi-k2.5-v7x8-tp8-1k-offline) ran so; fit --serve prices it under
+# --engine-version below 0.19.0 (stack option new_model_design=0, _mesh_2d)
 UNROUTED_NOTE = (
     "(a TPU vllm serve without --additional-config sharding is read as torchtpu-vllm's, nothing in it naming the "
-    "platform plugin; tpu-inference's branches before b8692ff0's MLA check run it on their 2D mesh, 'data' 1 x "
+    "platform plugin; tpu-inference before its MLA check (#2222, first in v0.19.0) runs it on its 2D mesh, 'data' 1 x "
     "'model' = --tensor-parallel-size: vLLM's attention tensor-parallel, the MLA cache's pages and each expert's "
     "width over 'model' (vllm-project/tpu-inference@f5f1d337 tpu_inference/layers/common/sharding.py "
-    "ShardingAxisName2D, runner/kv_cache.py create_kv_caches), a layout k3plan has not priced)"
+    "ShardingAxisName2D, runner/kv_cache.py create_kv_caches), which k3plan prices for tpu-inference's own "
+    "examples/offline_inference.py under --engine-version below 0.19.0)"
+)
+# the MLA check's first release: from it an MLA model runs only under NEW_MODEL_DESIGN=1 and DP attention
+MLA_CHECK_FROM = (0, 19, 0)
+MLA_CHECK_SOURCE = (
+    "vllm-project/tpu-inference@6a488560 (#2222, '[MLA][DP] Enforce DP/NEW_MODEL_DESIGN is used for MLA models', "
+    "2026-04-13; tags v0.19.0 on, not v0.18.0) tpu_inference/platforms/tpu_platform.py TpuPlatform."
+    "check_and_update_config"
+)
+# the stack option that lays an MLA model out on the 2-D mesh (stack.yaml options new_model_design, choice "0")
+MESH_OPTION = "new_model_design"
+MESH_2D = "0"
+MESH_2D_SOURCE = (
+    "vllm-project/tpu-inference@f5f1d337 (Jacob Platin's Kimi-K2.5 branch of main 2026-04-03, c525ad0e; the same "
+    "files at v0.18.0 but for the absorbed copies' scale sharding and the padded MLA head) tpu_inference/layers/"
+    "common/sharding.py ShardingAxisName2D (ATTN_HEAD = MLP_TENSOR = 'model', VOCAB = ('data', 'model')) and "
+    "LazyShardingAxisName._initialize (NEW_MODEL_DESIGN unset); layers/vllm/quantization/configs.py "
+    "VllmQuantLinearConfig (RowParallelLinear P(None, ATTN_HEAD), ColumnParallelLinear incl. Merged / QKV "
+    "P(ATTN_HEAD, None), ReplicatedLinear P(None, None)); layers/vllm/quantization/unquantized.py "
+    "VllmUnquantizedEmbeddingMethod (P(MLP_TENSOR, None)); layers/vllm/custom_ops/mla_attention.py "
+    "VllmMLAAttention.process_weights_after_loading (W_UK_T / W_UV P(ATTN_HEAD), scales P(None, ATTN_HEAD)); "
+    "layers/common/process_weights/moe_weights.py process_moe_weights / shard_moe_weights (GMM_TP: the experts' "
+    "width over MLP_TENSOR, scales float32); layers/vllm/process_weights/cleanup_sharding.py shard_model_to_tpu "
+    "(the rest replicated); runner/kv_cache.py create_kv_caches (an MLA cache P(MLP_TENSOR): pages over 'model')"
+)
+# the int4 group-32 experts on the 2-D mesh: the branch's VllmCompressedTensorsW4A16MoEMethod (W4A16: num_bits 4,
+# no input quantization) unpacks the int4 codes and hands them with the checkpoint's group-32 scales to
+# process_moe_weights (scales astype float32), no requantization, no MOE_REQUANTIZE_* read: "w13_weight_scale_w1
+# shape after padding: (384, 224, 1, 2048)" in its log. Release 0.18.0's VllmCompressedTensorsMoEMethod takes
+# W8A8 fp8 only (RuntimeError: Unsupported FusedMoe scheme) and its KVCacheManager reads kv_lora_rank off the
+# multimodal config's top level: the branch is what runs these checkpoints there
+W4A16_SOURCE = (
+    "vllm-project/tpu-inference@f5f1d337 tpu_inference/layers/vllm/quantization/compressed_tensors/"
+    "compressed_tensors_moe.py VllmCompressedTensorsW4A16MoEMethod (VllmCompressedTensorsW4A8Fp8MoEMethod."
+    "process_weights_after_loading: int4 codes and group scales to process_moe_weights, astype float32; GMM_TP)"
 )
 
 
@@ -374,11 +411,13 @@ def _additional(r: Reading) -> int:
     read: the mesh, returned as the ways its ATTN_DATA_EXPERT axes split; other keys refused), the compile sizes,
     the sparse matmul and replicate_attn_weights (no memory effect); any other key refused."""
     raw = r.get(ADDITIONAL)
-    if raw is None:  # tpu-inference's offline script without a sharding strategy (routes)
+    if raw is None:  # tpu-inference's offline script without a sharding strategy (routes), at 0.19.0 on
+        release = "" if r.release is None else f" at {'.'.join(map(str, r.release))}"
         raise K3PlanError(
-            "--serve: tpu-inference without --additional-config sharding_strategy enable_dp_attention: from "
-            f"b8692ff0 it refuses an MLA model so ({SOURCE} tpu_inference/platforms/tpu_platform.py "
-            f"TpuPlatform.check_and_update_config); {UNROUTED_NOTE[UNROUTED_NOTE.index('tpu-inference') :].removesuffix(')')}"
+            f"--serve: tpu-inference{release} without --additional-config sharding_strategy enable_dp_attention and "
+            f"NEW_MODEL_DESIGN=1: from v0.19.0 it refuses an MLA model so ({MLA_CHECK_SOURCE}); before it (fit "
+            "--engine-version 0.18.0) it runs the 2-D mesh, which k3plan prices on vLLM's model code "
+            f"(MODEL_IMPL_TYPE=vllm) for the int4 Kimi checkpoints ({MESH_2D_SOURCE.split(' tpu_inference/')[0]})"
         )
     extra = json_object(ADDITIONAL, raw)
     for key in sorted(extra):
@@ -394,6 +433,12 @@ def _additional(r: Reading) -> int:
                 f"--serve: {ADDITIONAL} {key!r}: a key of tpu-inference's additional_config k3plan does not read; "
                 "remove it"
             )
+    if "sharding" not in extra:  # tpu-inference's offline script with other keys only (routes)
+        raise K3PlanError(
+            f"--serve: tpu-inference's offline script with {ADDITIONAL} but no sharding key: k3plan reads its "
+            "sharding_strategy (DP attention) or, before 0.19.0, no --additional-config at all (the 2-D mesh); give "
+            "one of them"
+        )
     sharding = extra["sharding"]
     if not isinstance(sharding, dict) or set(sharding) - {"sharding_strategy"}:
         raise K3PlanError(
@@ -429,6 +474,87 @@ def _additional(r: Reading) -> int:
         "TpuPlatform.check_and_update_config)"
     )
     return _expert_axis(r, strategy)
+
+
+def _mesh_2d(r: Reading) -> bool:
+    """Whether tpu-inference runs this command on its 2-D mesh (MESH_2D_SOURCE): no --additional-config, NEW_MODEL_DESIGN
+    unset, at a release before the MLA check (MLA_CHECK_FROM; fit --engine-version). NEW_MODEL_DESIGN=1 there without a
+    sharding strategy (the base mesh without DP attention) is refused, not read."""
+    if r.flags.get(ADDITIONAL) is not None or r.release is None or r.release >= MLA_CHECK_FROM:
+        return False
+    design = r.env.get(NEW_MODEL_DESIGN)
+    if design is not None and env_on(design):
+        raise K3PlanError(
+            f"--serve: {NEW_MODEL_DESIGN}={design} without --additional-config sharding_strategy at tpu-inference "
+            f"{'.'.join(map(str, r.release))}: the base mesh (data, attn_dp, attn_dp_expert, expert, model) without DP "
+            "attention was not read; k3plan reads that release's 2-D mesh (NEW_MODEL_DESIGN unset) or DP attention"
+        )
+    return True
+
+
+def _config_field(r: Reading, name: str) -> int:
+    """A field of the served checkpoint's language-model config (text_config where it nests one), 0 where absent."""
+    from k3plan.models.loader import read_config, resolve_config_path
+
+    model = r.model or ""
+    cfg = read_config(resolve_config_path(r.resolve(model) if r.resolve is not None else model)[1])
+    return int((cfg.get("text_config") or cfg).get(name) or 0)
+
+
+# GMM_TP pads each device's share of an expert's width up to a multiple of 128 (moe_weights.py get_w13_padding_config
+# align=128, at f5f1d337), which k3plan does not price
+GMM_TP_ALIGN = 128
+
+
+def _mesh_2d_layout(r: Reading) -> None:
+    """The 2-D mesh's layout (stack option new_model_design=0): read for vLLM's model code on the int4 group-32 Kimi
+    checkpoints (the experts as the branch's W4A16 method holds them: int4 codes, float32 group-32 scales), refusing
+    the rest; the option set last, after model_impl's (whose DP-attention reading caps tp at 1)."""
+    model = (r.model or "").strip().rstrip("/").lower()
+    if r.options.get("model_impl") != VLLM_CODE:
+        raise K3PlanError(
+            f"--serve: tpu-inference's 2-D mesh (no sharding_strategy, before {MLA_CHECK_SOURCE.split(' (')[0]}'s "
+            f"MLA check) on {MODEL_IMPL}={r.env.get(MODEL_IMPL, 'auto')}: its JAX models' layout there was not read; "
+            f"k3plan prices vLLM's model code ({MODEL_IMPL}=vllm) on it"
+        )
+    if model not in INT4_EXPERT_MODELS:
+        raise K3PlanError(
+            f"--serve: tpu-inference's 2-D mesh on {r.model}: read for the int4 group-32 Kimi checkpoints (Kimi-K2.5 / "
+            f"K2.6 / K2-Thinking: {W4A16_SOURCE}) only; price it under DP attention (NEW_MODEL_DESIGN=1, "
+            "sharding_strategy enable_dp_attention true) at 0.19.0 on"
+        )
+    for var in (REQUANT_DTYPE, REQUANT_BLOCK):
+        if r.env.get(var, "").strip():
+            raise K3PlanError(
+                f"--serve: {var} on tpu-inference's 2-D mesh: the int4 experts' W4A16 method there reads no "
+                f"MOE_REQUANTIZE_* variable ({W4A16_SOURCE}); remove it"
+            )
+    width = _config_field(r, "moe_intermediate_size")
+    if not r.expert_parallel and width and (width % r.tp or (width // r.tp) % GMM_TP_ALIGN):
+        raise K3PlanError(
+            f"--serve: --tensor-parallel-size {r.tp} on tpu-inference's 2-D mesh: GMM_TP splits each expert's "
+            f"{width}-wide FFN over 'model' and pads a device's share to a multiple of {GMM_TP_ALIGN} "
+            "(layers/common/process_weights/moe_weights.py get_w13_padding_config, @f5f1d337), which k3plan does not "
+            "price; give a size that leaves a multiple of 128 a device"
+        )
+    r.options["disable_weight_requantization"] = "1"  # int4 codes, float32 group-32 scales (W4A16_SOURCE)
+    r.options[MESH_OPTION] = MESH_2D  # after model_impl=vllm: this choice's splits replace its tp <= 1
+    r.env_read.add(NEW_MODEL_DESIGN)
+    release = ".".join(map(str, r.release or ()))
+    r.caveats.append(
+        f"tpu-inference {release}, before its MLA check ({MLA_CHECK_SOURCE}): no sharding_strategy and "
+        f"{NEW_MODEL_DESIGN} unset run the 2-D mesh 'data' 1 x 'model' {r.tp}: vLLM's attention, dense MLP and shared "
+        "experts tensor-parallel over 'model', the embedding and LM head over it, each routed expert's width over it "
+        f"({'GMM_EP: whole experts' if r.expert_parallel else 'GMM_TP'}), the router, the norms and a vision tower "
+        f"replicated; the MLA cache's pages split over 'model', vLLM counting its blocks in whole pages over the "
+        f"devices' summed HBM ({MESH_2D_SOURCE}); the int4 experts kept as int4 codes with float32 group-32 scales "
+        f"({W4A16_SOURCE}: release {release} itself has no int4 MoE method and refuses these checkpoints)"
+    )
+    if r.options.get("skip_jax_precompile") != "1":
+        r.caveats.append(
+            "the step tpu-inference compiles at start (capture_model) on the 2-D mesh was not compiled by k3plan: its "
+            "temporaries are not counted (memory.py reads vLLM's model code's step under DP attention only)"
+        )
 
 
 def _no_dp_mesh(r: Reading, strategy: dict[str, object]) -> int:
@@ -908,9 +1034,14 @@ def read(r: Reading) -> None:
             f"--serve: {which} on tpu-inference: its 'data' mesh axis and pipeline stages were not read; k3plan reads "
             "the attention DP sharding_strategy makes of --tensor-parallel-size"
         )
-    expert_ways = _additional(r)
+    mesh_2d = _mesh_2d(r)
+    expert_ways = 1 if mesh_2d else _additional(r)
     devices = r.tp
     r.tp, r.dp, r.ep = 1, devices, devices  # attention tp 1 x dp N, the experts over all N (SPLIT_SOURCE)
+    if mesh_2d:
+        # ShardingAxisName2D: attention TP over 'model', every device, one DP group; the experts' width over
+        # 'model' too, so their bytes split over every device (MESH_2D_SOURCE)
+        r.tp, r.dp = devices, 1
     if r.options.get(NO_DP_OPTION) == "1":
         # without DP attention ATTN_HEAD = (model, expert, dcp) spans every device, one DP group (NO_DP_LAYOUT)
         r.tp, r.dp = devices, 1
@@ -942,7 +1073,7 @@ def read(r: Reading) -> None:
     r.batch = flag_int("--max-num-seqs", str(seqs)) if seqs is not None else DEFAULT_MAX_NUM_SEQS
     r.batch_source = (
         f"--max-num-seqs a DP rank ({SOURCE} tpu_inference/runner/tpu_runner.py TPUModelRunner._init_inputs: "
-        f"max_num_reqs = dp_size x max_num_seqs = {devices * r.batch:,} in all)"
+        f"max_num_reqs = dp_size x max_num_seqs = {r.dp * r.batch:,} in all)"
         if seqs is not None
         else f"vLLM's default of {DEFAULT_MAX_NUM_SEQS} sequences a DP rank under tpu-inference ({DEFAULT_SEQS_SOURCE})"
     )
@@ -963,6 +1094,8 @@ def read(r: Reading) -> None:
     _env(r, expert_ways)
     _enforce_eager(r, get("--enforce-eager", None))
     _int4_scales(r)
+    if mesh_2d:
+        _mesh_2d_layout(r)
     if r.options.get("moe_requantize_weight_dtype") == "fp4":
         if r.model.strip().rstrip("/").lower() not in FP8_EXPERT_MODELS | INT4_EXPERT_MODELS | DSV4_EXPERT_MODELS:
             raise K3PlanError(
