@@ -370,13 +370,13 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
         follows = "; ".join(texts) or f"no rule k3plan prices for {q.model} differs by release"
         if rules.oldest_release_read is not None and q.release < rules.oldest_release_read:
             follows += (
-                f"; k3plan read no {q.engine} release before {release_text(rules.oldest_release_read)}, so this "
+                f"; k3plan read no {rules.name} release before {release_text(rules.oldest_release_read)}, so this "
                 "one is priced by the code each rule cites, which may size memory otherwise"
             )
         latest = rules.latest_release_read or rules.newest_release_read
         if latest is not None and q.release > latest:
             follows += (
-                f"; k3plan read no {q.engine} release after {release_text(latest)}, so this one is priced as "
+                f"; k3plan read no {rules.name} release after {release_text(latest)}, so this one is priced as "
                 f"{release_text(latest)}, whose code may size memory otherwise"
             )
         newest = (
