@@ -127,15 +127,15 @@ SGLANG_SYMM_UNPRICED = (
 # "Load weight end. avail mem" less the KV pool.
 REQ_TABLE_FIRST: Release = (0, 4, 2)
 REQ_TABLE_LAST: Release = (0, 5, 8)
-REQ_TABLE_PLUS_ONE_LAST: Release = (0, 4, 6)  # size = max_num_reqs + 1 to 0.4.6.post1; max_num_reqs from 0.4.9.post2
+REQ_TABLE_PLUS_ONE_LAST: Release = (0, 4, 6)  # size = max_num_reqs + 1 to 0.4.6.post5; max_num_reqs from 0.4.7
 REQ_TABLE_SOURCE = (
-    "sglang 0.4.2.post4, 0.4.3, 0.4.5, 0.4.6, 0.4.6.post1, 0.4.9.post2, 0.4.10, 0.5.6 wheels (PyPI) "
-    "sglang/srt/model_executor/model_runner.py ModelRunner.init_memory_pool, 0.5.7 / 0.5.8 wheels "
+    "sglang 0.4.2.post4, 0.4.3, 0.4.5, 0.4.6, 0.4.6.post1, 0.4.6.post5, 0.4.7, 0.4.8, 0.4.9.post2, 0.4.10, 0.5.3, 0.5.6 "
+    "wheels (PyPI) sglang/srt/model_executor/model_runner.py ModelRunner.init_memory_pool, 0.5.7 / 0.5.8 wheels "
     "model_runner_kv_cache_mixin.py init_memory_pool (max_num_reqs = max_running_requests, else min(max(int("
-    "max_total_num_tokens / context_len * 512), 2048), 4096); ReqToTokenPool(size=max_num_reqs + 1 to 0.4.6.post1, "
-    "max_num_reqs from 0.4.9.post2 (0.4.6.post2-0.4.8 not read: 1 row of >= 2,049), max_context_len=context_len + 4, "
-    "0.5.8 + speculative_num_draft_tokens), mem_cache/memory_pool.py ReqToTokenPool.__init__: torch.zeros((size, "
-    "max_context_len), dtype=torch.int32)), allocated after profile_max_num_token"
+    "max_total_num_tokens / context_len * 512), 2048), 4096); ReqToTokenPool(size=max_num_reqs + 1 to 0.4.6.post5, "
+    "max_num_reqs from 0.4.7, max_context_len=context_len + 4, from 0.5.3 at the latest + speculative_num_draft_tokens), "
+    "mem_cache/memory_pool.py ReqToTokenPool.__init__: torch.zeros((size, max_context_len), dtype=torch.int32)), "
+    "allocated after profile_max_num_token"
 )
 
 
