@@ -35,6 +35,7 @@ EXPECT = {
     "kv_pool_tokens",  # the pool's tokens (SGLang's max_total_num_tokens: DeepSeek-V4's full tokens), 3%
     "kv_pool_tokens_tolerance",  # absolute, where the source rounds coarser than 3%
     "kv_needed_gib",  # "N GiB KV cache is needed" (vLLM's start check), to the log's 0.01 GiB
+    "free_after_pool_gib",  # the free memory once the pool is allocated ("Memory pool end. avail mem", SGLang), 3%
     "gap",  # why k3plan does not match yet (a strict xfail)
 }
 TOLERANCE = 0.03
@@ -86,6 +87,10 @@ def _mismatches(cli, case: dict) -> list[str]:
             out.append(f"KV pool tokens: logged {want:,}, k3plan {got:,}")
     if "kv_needed_gib" in exp and f"({exp['kv_needed_gib']:.2f} GiB KV cache is needed" not in eng["message"]:
         out.append(f"KV needed: logged {exp['kv_needed_gib']} GiB; k3plan: {eng['message']}")
+    if "free_after_pool_gib" in exp:
+        got, want = eng.get("free_after_pool_bytes"), exp["free_after_pool_gib"]
+        if got is None or abs(got / GiB - want) > TOLERANCE * want:
+            out.append(f"free after the pool: logged {want} GiB, k3plan {'none' if got is None else f'{got / GiB:.2f}'}")
     if "visible_gib" in exp and f"{exp['visible_gib']:.2f} GiB the engine sees" not in eng["message"]:
         out.append(f"visible memory: logged {exp['visible_gib']} GiB; k3plan: {eng['message']}")
     return out

@@ -120,6 +120,46 @@ SGLANG_SYMM_UNPRICED = (
 )
 
 
+# The request table SGLang allocates with the KV pool, after the profile (so out of the 1 - mem_fraction_static share,
+# before the attention backend and the CUDA graphs): ReqToTokenPool's req_to_token, an int32 (size, context_len + 4)
+# tensor, size max_num_reqs = --max-running-requests where given, else min(max(int(max_total_num_tokens / context_len
+# x 512), 2048), 4096) from the profiled (uncapped) token count. What SGLang's "Memory pool end. avail mem" is below
+# "Load weight end. avail mem" less the KV pool.
+REQ_TABLE_FIRST: Release = (0, 4, 2)
+REQ_TABLE_LAST: Release = (0, 5, 8)
+REQ_TABLE_PLUS_ONE_LAST: Release = (0, 4, 6)  # size = max_num_reqs + 1 to 0.4.6.post5; max_num_reqs from 0.4.7
+REQ_TABLE_SOURCE = (
+    "sglang 0.4.2.post4, 0.4.3, 0.4.5, 0.4.6, 0.4.6.post1, 0.4.6.post5, 0.4.7, 0.4.8, 0.4.9.post2, 0.4.10, 0.5.3, 0.5.6 "
+    "wheels (PyPI) sglang/srt/model_executor/model_runner.py ModelRunner.init_memory_pool, 0.5.7 / 0.5.8 wheels "
+    "model_runner_kv_cache_mixin.py init_memory_pool (max_num_reqs = max_running_requests, else min(max(int("
+    "max_total_num_tokens / context_len * 512), 2048), 4096); ReqToTokenPool(size=max_num_reqs + 1 to 0.4.6.post5, "
+    "max_num_reqs from 0.4.7, max_context_len=context_len + 4, from 0.5.3 at the latest + speculative_num_draft_tokens), "
+    "mem_cache/memory_pool.py ReqToTokenPool.__init__: torch.zeros((size, max_context_len), dtype=torch.int32)), "
+    "allocated after profile_max_num_token"
+)
+
+
+def sglang_request_table(
+    *, release: Release | None, max_running_requests: int | None, profiled_tokens: int, context_len: int
+) -> tuple[int, str] | None:
+    """(bytes a GPU, how) of SGLang's request table (REQ_TABLE_SOURCE) in the releases read, 0.4.2-0.5.8; None
+    elsewhere (not read: 0.5.11's configurator and later) or without a context length."""
+    if release is None or not REQ_TABLE_FIRST <= release <= REQ_TABLE_LAST or context_len <= 0:
+        return None
+    if max_running_requests is not None:
+        reqs, how = max_running_requests, f"--max-running-requests {max_running_requests:,}"
+    else:
+        reqs = min(max(int(profiled_tokens / context_len * 512), 2048), 4096)
+        how = f"min(max(int({profiled_tokens:,} profiled tokens / context {context_len:,} x 512), 2048), 4096)"
+    rows = reqs + 1 if release <= REQ_TABLE_PLUS_ONE_LAST else reqs
+    nbytes = rows * (context_len + 4) * 4
+    return nbytes, (
+        f"SGLang's request table {rows:,} x ({context_len:,} + 4) int32 = {nbytes:,} B ({how}"
+        + (" + 1" if rows != reqs else "")
+        + f"), allocated with the KV pool out of the 1 - mem_fraction_static share ({REQ_TABLE_SOURCE})"
+    )
+
+
 # SGLang sizes the pool from the memory free before it loads the model, not the device's total: rest_memory =
 # available after loading - pre_model_load_memory x (1 - mem_fraction_static), pre_model_load_memory the free memory
 # after the parallel groups are up (the minimum over ranks), so the CUDA context and NCCL's communicators are out of
@@ -286,6 +326,19 @@ def sglang_kv_pool(
         page_size = dsv4.page if page_size == 1 else page_size
         tokens = int(max(pool, 0) / dsv4.bytes_per_full_token)
     profiled = tokens // page_size * page_size  # the full tokens the pool's sizes are computed from, in whole pages
+    # the request table, sized from the uncapped count and allocated with the pool (REQ_TABLE_SOURCE); not read for
+    # DeepSeek-V4's pools, a state pool's cap or speculative decoding's table
+    table = (
+        sglang_request_table(
+            release=release,
+            max_running_requests=max_running_requests,
+            profiled_tokens=tokens,
+            context_len=max_model_len,
+        )
+        if dsv4 is None and slots is None and draft is None
+        else None
+    )
+    table_bytes = table[0] if table is not None else 0
     # by how much the pool clears SGLang's checks (the smallest pool that starts holds SGLANG_MIN_POOL_TOKENS tokens)
     margin = int(pool - SGLANG_MIN_POOL_TOKENS * (kv_bytes_per_token if dsv4 is None else dsv4.bytes_per_full_token))
     capped = max_total_tokens is not None and 0 < max_total_tokens < tokens
@@ -340,6 +393,12 @@ def sglang_kv_pool(
             SGLANG_NO_POOL_AT,
         ),
         (
+            table_bytes > visible_bytes - int(mem_fraction_static * visible_bytes),
+            "torch.OutOfMemoryError: CUDA out of memory allocating the request table (ReqToTokenPool): "
+            f"{table_bytes / GiB:.2f} GiB a device of the 1 - mem_fraction_static ({mem_fraction_static}) share",
+            REQ_TABLE_SOURCE,
+        ),
+        (
             tokens < SGLANG_MIN_POOL_TOKENS,
             f"AssertionError: Memory pool size is too small (max_total_num_tokens={tokens})",
             SGLANG_TOO_SMALL_AT,
@@ -361,7 +420,7 @@ def sglang_kv_pool(
     a2a_bytes = mega_bytes + deepep_bytes
     failures.append(
         (
-            mega_bytes > slack,
+            table_bytes + mega_bytes > slack,
             f"torch.OutOfMemoryError: CUDA out of memory allocating the MegaMoE symmetric buffer: "
             f"{mega_bytes / GiB:.2f} GiB a device of the {slack / GiB:.2f} GiB 1 - mem_fraction_static "
             f"({mem_fraction_static}) leaves beside the KV pool",
@@ -370,7 +429,7 @@ def sglang_kv_pool(
     )
     failures.append(
         (
-            a2a_bytes > slack,
+            table_bytes + a2a_bytes > slack,
             f"RuntimeError: CUDA out of memory allocating DeepEP's buffer (cudaMalloc / NVSHMEM): "
             f"{deepep_bytes / GiB:.2f} GiB a device of the {slack / GiB:.2f} GiB 1 - mem_fraction_static "
             f"({mem_fraction_static}) leaves beside the KV pool",
@@ -379,7 +438,7 @@ def sglang_kv_pool(
     )
     failures.append(
         (
-            a2a_bytes + symm_mem_bytes > slack,
+            table_bytes + a2a_bytes + symm_mem_bytes > slack,
             f"torch.OutOfMemoryError: CUDA out of memory pre-allocating the symmetric memory pool: "
             f"{symm_mem_bytes / GiB:.2f} GiB a device of the {slack / GiB:.2f} GiB 1 - mem_fraction_static "
             f"({mem_fraction_static}) leaves beside the KV pool"
@@ -469,7 +528,19 @@ def sglang_kv_pool(
         raised_at=raised_at,
         layout="full-token" if dsv4 is not None else "",
         unpriced=unpriced + (SGLANG_SYMM_UNPRICED if symm_mem_bytes else ""),
-        check_margin_bytes=(max(min(margin, slack - post_pool) if post_pool else margin, 0) if starts else 0),
+        check_margin_bytes=(
+            max(min(margin, slack - post_pool - table_bytes) if post_pool + table_bytes else margin, 0) if starts else 0
+        ),
+        free_after_pool_bytes=(
+            Figure(
+                visible_bytes - weights_bytes - state_pool_bytes - rank_tokens * kv_bytes_per_token - table[0],
+                f"{visible_bytes:,} B visible ({visible_source}) - weights {weights_bytes:,} B - state pool "
+                f"{state_pool_bytes:,} B - KV pool {rank_tokens:,} x {kv_bytes_per_token:,} B - {table[1]}: SGLang's "
+                "'Memory pool end. avail mem' (the allocator's index arrays, tokens x 8 B at most, not priced)",
+            )
+            if table is not None and starts
+            else None
+        ),
     )
 
 

@@ -233,6 +233,9 @@ class EngineSizing(Frozen):  # a Struct: ~1/6 of a frozen dataclass's class-crea
     # ("": nothing known left out), and by how much the start clears its check (bytes; 0 where it does not start)
     unpriced: str = ""
     check_margin_bytes: int = 0
+    # the free memory once the KV pool and what the engine allocates with it are in place (SGLang's "Memory pool end.
+    # avail mem"); None where not priced
+    free_after_pool_bytes: Figure | None = None
 
     FIGURES = (
         ("weights_bytes", "weights"),
@@ -259,7 +262,11 @@ class EngineSizing(Frozen):  # a Struct: ~1/6 of a frozen dataclass's class-crea
             out["unpriced"] = self.unpriced
         if self.starts:
             out["check_margin_bytes"] = self.check_margin_bytes
-        out["sources"] = {name: getattr(self, key).source for key, name in self.FIGURES}
+        sources = {name: getattr(self, key).source for key, name in self.FIGURES}
+        if self.free_after_pool_bytes is not None:
+            out["free_after_pool_bytes"] = self.free_after_pool_bytes.value
+            sources["free_after_pool"] = self.free_after_pool_bytes.source
+        out["sources"] = sources
         return out
 
 
