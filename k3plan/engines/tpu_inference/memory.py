@@ -52,33 +52,34 @@ STEP_SOURCE = (
 # the commit of the dev pipeline's 4-host Kimi-Linear-48B serve (tpu-inference-kimi-linear-v7x32-dpattn-ep32-gmu060-
 # served), under jax 0.10.2 / libtpu 0.0.42.1 (reports/compile/tpu-inference-kimi-linear-moe-2x2x4/records.json).
 # At this mesh the layers do not each keep a whole [524,288, 2,304] bf16 buffer (2,415,919,104 B): 3 layers
-# 4,884,601,568 B, 8 layers 9,720,455,168 B, 967,170,720 B a layer between them (one layer alone 9,128,645,248 B: XLA
-# schedules a lone layer differently). The records price this point; the one-buffer-a-layer law stays the 8-device one
+# 4,884,601,568 B, 8 layers 9,720,455,168 B, 26 layers (Kimi-Linear's MoE count) 9,740,247,776 B -- flat past 8, XLA
+# reusing the buffers (one layer alone 9,128,645,248 B: a lone layer is scheduled differently). The records price
+# this point; the one-buffer-a-layer law stays the 8-device one
 MESH32_STEP_COMMIT = "4598bf05"
 MESH32_POINT = (32, 65536 * 8, 2304, 8)  # (DP ranks, routed rows, hidden, top_k) the records were compiled at
-MESH32_TEMPS = {3: 4_884_601_568, 8: 9_720_455_168}  # MoE layers -> temp_size_in_bytes a device
+MESH32_TEMPS = {3: 4_884_601_568, 8: 9_720_455_168, 26: 9_740_247_776}  # MoE layers -> temp_size_in_bytes a device
 MESH32_STEP_SOURCE = (
     f"vllm-project/tpu-inference@{MESH32_STEP_COMMIT} tpu_inference/layers/jax/moe/sparse_moe.py "
     "sparse_moe_distributed_fwd at 32 DP ranks (layers/common/sharding.py ShardingConfigManager.from_vllm_config: "
     "tensor_parallelism 1 x expert_parallelism 32 under enable_dp_attention -> attn_dp_expert 32, total_dp_size 32; "
     "runner/tpu_runner.py _init_inputs: the largest bucket max_num_batched_tokens x 32); compiled in "
     "reports/compile/tpu-inference-kimi-linear-moe-2x2x4 (benchmarks/tpu_inference_sparse_moe_compile.py --target "
-    "tpu7x:2x2x4 --tokens 65536: 4,884,601,568 B for 3 layers, 9,720,455,168 B for 8, 967,170,720 B a layer more; "
-    "beyond 8 layers taken linear): a lower bound, the step's other temporaries not counted"
+    "tpu7x:2x2x4 --tokens 65536: 4,884,601,568 B for 3 layers, 9,720,455,168 B for 8, 9,740,247,776 B for 26; "
+    "between records the largest compiled count not above the model's): a lower bound, the step's other temporaries "
+    "not counted"
 )
 
 
 def _mesh32_step(n_moe: int, rows: int, expert_in: int, top_k: int, dp: int) -> tuple[int, str] | None:
-    """The MEGABLX_GMM MoE's compiled temporaries at the 32-rank point MESH32_TEMPS was compiled at (None elsewhere):
-    the record for a compiled layer count, else linear in the layers from 3 on between and beyond the records."""
+    """The MEGABLX_GMM MoE's compiled temporaries at the 32-rank point MESH32_TEMPS was compiled at (None elsewhere,
+    and below 3 layers): the record at the largest compiled layer count not above n_moe, a lower bound."""
     if (dp, rows, expert_in, top_k) != MESH32_POINT or n_moe < min(MESH32_TEMPS):
         return None
-    (lo, t_lo), (hi, t_hi) = sorted(MESH32_TEMPS.items())
-    a_layer = (t_hi - t_lo) // (hi - lo)
-    size = MESH32_TEMPS.get(n_moe, t_lo + (n_moe - lo) * a_layer)
+    layers = max(n for n in MESH32_TEMPS if n <= n_moe)
+    size = MESH32_TEMPS[layers]
     return size, (
         f"{n_moe} MoE layers at {rows:,} routed rows (max_num_batched_tokens {rows // dp // top_k:,} x DP {dp} x "
-        f"top-{top_k}), hidden {expert_in:,}: {size:,} B: {MESH32_STEP_SOURCE}"
+        f"top-{top_k}), hidden {expert_in:,}: {size:,} B (compiled for {layers}): {MESH32_STEP_SOURCE}"
     )
 
 
