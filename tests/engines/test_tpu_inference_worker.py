@@ -138,6 +138,31 @@ def test_the_jax_kimi_step_holds_a_moe_output_buffer_a_layer_against_the_1_minus
     )
 
 
+def test_the_jax_kimi_step_at_32_dp_ranks_reads_the_moe_compiled_at_that_mesh():
+    """tpu-inference@4598bf05 sparse_moe_distributed_fwd compiled deviceless for tpu7x:2x2x4 at the 4-host
+    Kimi-Linear-48B serve's largest bucket (2,048 x 32 DP ranks = 65,536 tokens, 524,288 routed rows;
+    reports/compile/tpu-inference-kimi-linear-moe-2x2x4/records.json): 4,884,601,568 B for 3 layers, 9,720,455,168 B
+    for 8, 9,740,247,776 B for all 26 -- flat past 8, not one whole [524,288, 2,304] bf16 buffer a layer
+    (2,415,919,104 B), the 8-device law, which would put 26 layers at 58.50 GiB against the 37.90 GiB utilization 0.6
+    leaves (the run served, build 719). Other points keep the 8-device law."""
+    import json
+    from pathlib import Path
+
+    from k3plan.engines.tpu_inference.memory import MESH32_TEMPS, step_temporaries
+
+    recs = json.loads(Path("reports/compile/tpu-inference-kimi-linear-moe-2x2x4/records.json").read_text())
+    by_layers = {r["point"]["layers"]: r["temp_bytes"] for r in recs if r["point"]["tokens"] == 65536}
+    assert all(by_layers[n] == t for n, t in MESH32_TEMPS.items())
+    assert by_layers[26] - by_layers[8] < 524_288 * 2304 * 2  # not a buffer a layer past 8
+    kw = dict(architecture="kimi_linear", options={}, top_k=8, expert_in=2304, tokens=2048, dp=32)
+    got = step_temporaries(n_moe=26, **kw)  # type: ignore[arg-type]
+    assert got is not None and got[0] == by_layers[26] and "2x2x4" in got[1]
+    assert step_temporaries(n_moe=12, **kw)[0] == by_layers[8]  # type: ignore[arg-type,index]  # a lower bound
+    # another bucket at 32 ranks, and the 8-device point: the one-buffer-a-layer law
+    other = step_temporaries(n_moe=26, **{**kw, "tokens": 1024})  # type: ignore[arg-type]
+    assert other is not None and other[0] == 26 * 1024 * 32 * 8 * 2304 * 2
+
+
 def test_the_jax_kimi_step_without_dp_attention_holds_the_same_buffers_at_one_dp_rank():
     """K3 without DP attention (stack option unsafe_mla_without_dp_attention=1, the bring-up branches @e65bd14c):
     the expert axis is expert_parallelism, so _select_moe_backend takes MEGABLX_GMM at one DP rank too, and each of

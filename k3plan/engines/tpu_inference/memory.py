@@ -47,6 +47,42 @@ STEP_SOURCE = (
     "temporaries not counted"
 )
 
+# the same MoE at 32 devices (tpu7x:2x2x4, expert_parallelism 32 under DP attention: 32 DP ranks) and its largest
+# bucket (the vllm serve default 2,048 x 32 = 65,536 tokens, 524,288 routed rows): compiled deviceless at 4598bf05,
+# the commit of the dev pipeline's 4-host Kimi-Linear-48B serve (tpu-inference-kimi-linear-v7x32-dpattn-ep32-gmu060-
+# served), under jax 0.10.2 / libtpu 0.0.42.1 (reports/compile/tpu-inference-kimi-linear-moe-2x2x4/records.json).
+# At this mesh the layers do not each keep a whole [524,288, 2,304] bf16 buffer (2,415,919,104 B): 3 layers
+# 4,884,601,568 B, 8 layers 9,720,455,168 B, 26 layers (Kimi-Linear's MoE count) 9,740,247,776 B -- flat past 8, XLA
+# reusing the buffers (one layer alone 9,128,645,248 B: a lone layer is scheduled differently). The records price
+# this point; the one-buffer-a-layer law stays the 8-device one
+MESH32_STEP_COMMIT = "4598bf05"
+MESH32_POINT = (32, 65536 * 8, 2304, 8)  # (DP ranks, routed rows, hidden, top_k) the records were compiled at
+MESH32_TEMPS = {3: 4_884_601_568, 8: 9_720_455_168, 26: 9_740_247_776}  # MoE layers -> temp_size_in_bytes a device
+MESH32_STEP_SOURCE = (
+    f"vllm-project/tpu-inference@{MESH32_STEP_COMMIT} tpu_inference/layers/jax/moe/sparse_moe.py "
+    "sparse_moe_distributed_fwd at 32 DP ranks (layers/common/sharding.py ShardingConfigManager.from_vllm_config: "
+    "tensor_parallelism 1 x expert_parallelism 32 under enable_dp_attention -> attn_dp_expert 32, total_dp_size 32; "
+    "runner/tpu_runner.py _init_inputs: the largest bucket max_num_batched_tokens x 32); compiled in "
+    "reports/compile/tpu-inference-kimi-linear-moe-2x2x4 (benchmarks/tpu_inference_sparse_moe_compile.py --target "
+    "tpu7x:2x2x4 --tokens 65536: 4,884,601,568 B for 3 layers, 9,720,455,168 B for 8, 9,740,247,776 B for 26; "
+    "between records the largest compiled count not above the model's): a lower bound, the step's other temporaries "
+    "not counted"
+)
+
+
+def _mesh32_step(n_moe: int, rows: int, expert_in: int, top_k: int, dp: int) -> tuple[int, str] | None:
+    """The MEGABLX_GMM MoE's compiled temporaries at the 32-rank point MESH32_TEMPS was compiled at (None elsewhere,
+    and below 3 layers): the record at the largest compiled layer count not above n_moe, a lower bound."""
+    if (dp, rows, expert_in, top_k) != MESH32_POINT or n_moe < min(MESH32_TEMPS):
+        return None
+    layers = max(n for n in MESH32_TEMPS if n <= n_moe)
+    size = MESH32_TEMPS[layers]
+    return size, (
+        f"{n_moe} MoE layers at {rows:,} routed rows (max_num_batched_tokens {rows // dp // top_k:,} x DP {dp} x "
+        f"top-{top_k}), hidden {expert_in:,}: {size:,} B (compiled for {layers}): {MESH32_STEP_SOURCE}"
+    )
+
+
 # without DP attention (stack option unsafe_mla_without_dp_attention=1) the same buffers at one DP rank: the routed
 # experts' expert axis ATTN_DATA_EXPERT = (attn_dp_expert, expert) is sharding_strategy's expert_parallelism, so
 # _select_moe_backend takes MEGABLX_GMM whenever it is above 1, and the tokens are the whole bucket on every device
@@ -150,6 +186,8 @@ def step_temporaries(
     if not jax_kimi or n_moe == 0 or (dp <= 1 and not no_dp):
         return None
     rows = tokens * dp * top_k
+    if not no_dp and (compiled := _mesh32_step(n_moe, rows, expert_in, top_k, dp)) is not None:
+        return compiled
     size = n_moe * rows * expert_in * 2
     return size, (
         f"{n_moe} MoE layers x {rows:,} routed rows (max_num_batched_tokens {tokens:,} x DP {dp} x top-{top_k}) x "
