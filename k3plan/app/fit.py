@@ -1127,7 +1127,7 @@ def _all2all_backend(served) -> str:
 
 def _triton_caches(served, setup: Setup, result: FitResult, *, stack: str, kind: str) -> tuple[int, str] | None:
     """What a MoE layer's Triton fused_experts_impl call holds in vLLM's profile-run forward a GPU for FP8-block
-    experts before 0.11.0 (engines/vllm/triton_moe.py); None where vLLM does not run that path or it was not read."""
+    experts before 0.14.0 (engines/vllm/triton_moe.py); None where vLLM does not run that path or it was not read."""
     from k3plan.engines.vllm.triton_moe import triton_forward_caches
 
     args = _moe_forward_args(served, setup, result, stack=stack, kind=kind)
