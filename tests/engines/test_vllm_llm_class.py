@@ -73,3 +73,13 @@ def test_lm_eval_on_a_gpu_priced_at_the_default_release(cli):
     eng = json.loads(r.stdout)["engine"]
     assert eng["serve"]["max_num_seqs"] == 1024
     assert "max_num_batched_tokens 16,384" in eng["sources"]["activation"]
+
+
+def test_the_torch_tpu_plugin_takes_the_small_tier_s_llm_class_entries():
+    """A TPU command off tpu-inference's route runs the torch_tpu plugin, an out-of-tree platform whose
+    get_device_total_memory raises (kowalski-4831/vllm-torchtpu@0095cdcb src/vllm_torchtpu/platforms/tpu_platform.py):
+    get_batch_defaults' except branch, device_memory 0, and upstream's is_tpu() chip table does not apply: the small
+    tier, LLM_CLASS 8,192 / 256 in every wheel read (vllm serve's 2,048 / 256)."""
+    q = parse_serve(LM + ",enable_expert_parallel=true", platform="tpu", device_gib=95, device_name="tpu-v5p")
+    s = parse_serve(SERVE + " --enable-expert-parallel", platform="tpu", device_gib=95, device_name="tpu-v5p")
+    assert ((q.chunk, q.batch), (s.chunk, s.batch)) == ((8192, 256), (2048, 256))

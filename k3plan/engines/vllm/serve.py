@@ -920,11 +920,13 @@ def read(r: Reading) -> None:
             "price it with a TPU -H"
         )
     unset = [f for f in ("--max-num-batched-tokens", "--max-num-seqs") if f not in r.flags]
-    read_gpu = r.platform != "tpu" and (r.release is None or LLM_CLASS_READ[0] <= r.release <= LLM_CLASS_READ[1])
-    if r.llm_class is not None and unset and not read_gpu:
+    # the torch_tpu plugin (a TPU command off tpu-inference's route) takes the small tier's LLM_CLASS entries: an OOT
+    # platform whose get_device_total_memory raises, device_memory 0 (VLLM_DEFAULTS_SOURCE), at every release read
+    read_llm = r.release is None or LLM_CLASS_READ[0] <= r.release <= LLM_CLASS_READ[1]
+    if r.llm_class is not None and unset and not read_llm:
         raise K3PlanError(
             f"--serve: {r.llm_class} starts vLLM's LLM class (UsageContext.LLM_CLASS), whose defaults k3plan reads "
-            "for tpu-inference's route (a TPU command with --additional-config sharding) and on a GPU at vLLM "
+            "for tpu-inference's route (a TPU command with --additional-config sharding) and elsewhere at vLLM "
             f"0.8.4-0.34.x (fit --engine-version; {LLM_CLASS_SOURCE}); give "
             + (f"{unset[0][2:].replace('-', '_')}=N in --model_args" if r.llm_class == LM_EVAL else unset[0])
         )
@@ -1083,7 +1085,7 @@ def read(r: Reading) -> None:
         and r.device_gib is not None
         and r.device_gib >= VLLM_HUGE_GPU_GIB
     )
-    llm = r.llm_class is not None  # read_gpu above: 0.8.4-0.34.x, the huge tier's LLM_CLASS entries the large one's
+    llm = r.llm_class is not None  # read_llm above: 0.8.4-0.34.x, the huge tier's LLM_CLASS entries the large one's
     source = (
         LLM_CLASS_SOURCE
         if llm
