@@ -121,15 +121,18 @@ def test_the_rule_covers_the_releases_traced():
     assert not rocm_forward_applies((0, 31, 0), hardware="amd-mi355x", aiter_moe=True)
     assert rocm_forward_applies((0, 31, 0), hardware="amd-mi300x", aiter_moe=True)  # gfx942: AITER's MoE not on it
     assert rocm_forward_applies((0, 30, 0), hardware="amd-mi355x", aiter_moe=True)
-    assert not rocm_forward_applies((0, 32, 0))  # 0.32.0 rewrites rocm_aiter_mla_sparse.py and amd/rocm.py
+    assert rocm_forward_applies((0, 32, 0))  # the 0.32.0 wheel keeps 0.31.0's moments
+    assert not rocm_forward_applies((0, 32, 0), hardware="amd-mi355x", aiter_moe=True)  # SiTUv2 a4w4 still 'auto'
+    assert not rocm_forward_applies((0, 33, 0))  # 0.33.0 changes amd/rocm.py, amd/model.py, attention.py
     assert not rocm_forward_applies(None)
 
 
 def test_an_untraced_rocm_forward_is_said_to_be_unpriced():
     from k3plan.engines.vllm.dsv4_workspace import rocm_forward_unpriced
 
-    assert "0.32.0" in rocm_forward_unpriced((0, 32, 0)) and "not traced" in rocm_forward_unpriced((0, 32, 0))
-    assert rocm_forward_unpriced(None) == rocm_forward_unpriced((0, 24, 0)) == rocm_forward_unpriced((0, 33, 0))
+    assert "0.33.0" in rocm_forward_unpriced((0, 33, 0)) and "not traced" in rocm_forward_unpriced((0, 33, 0))
+    assert rocm_forward_unpriced(None) == rocm_forward_unpriced((0, 24, 0)) == rocm_forward_unpriced((0, 34, 0))
+    assert rocm_forward_unpriced((0, 32, 0)) == ""
     situ = rocm_forward_unpriced((0, 31, 0), hardware="amd-mi355x", aiter_moe=True)
     assert "SiTUv2" in situ and "not traced" in situ
     assert rocm_forward_unpriced((0, 31, 0), hardware="amd-mi300x") == ""

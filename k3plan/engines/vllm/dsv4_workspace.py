@@ -925,16 +925,24 @@ ROCM_FORWARD_LOCALS_FREED_FROM: tuple[int, int, int] = (0, 30, 0)
 # are unchanged. The AITER MoE's kernel changes: VLLM_ROCM_USE_AITER_MOE_SITUV2 'auto' (default) selects AITER's
 # SiTUv2 a4w4 path (_aiter_ops.py _resolve_situv2_activation, _sync_aiter_situv2_moe_env sets AITER_SITUV2_A4W4=1;
 # 0.30.0's default was a16w4), whose buffers were not read: on gfx950 under AITER's MoE the forward stays unpriced.
-# The 0.32.0 wheel rewrites rocm_aiter_mla_sparse.py and amd/rocm.py again: not traced.
+# The 0.32.0 wheel keeps these moments: amd/rocm.py forward, _prepare_and_attn, _o_proj, _split_qkv_and_norm,
+# prepare_attn_preshuffle / _prepare_fp8_wo_a and rocm_aiter_mla_sparse.py rocm_inv_rope_einsum /
+# _get_cached_wo_a_bf16 are 0.31.0's (its other changes there are decode kernels); attention.py is unchanged;
+# amd/model.py adds only the opt-in --moe-backend aiter_mega_moe (DeepseekV4AiterMegaMoEExperts, gfx950 with MoRI, not
+# traced: rocm_moe_rows says so); mhc.py's new fused delayed seam serves the delayed path the AMD model does not take;
+# the MoE runner's and FusedMoEKernel's changes are weight naming and an optional output hook, default None;
+# VLLM_ROCM_USE_AITER_MOE_SITUV2 still 'auto' = a4w4. Its forward_mqa skips the warm-up gather under
+# VLLM_ROCM_USE_AITER_TRITON_SPARSE_MLA (default off; dsv4_rocm_profile_workspace does not read it). The 0.33.0 wheel
+# changes amd/rocm.py, amd/model.py and attention.py again: not traced.
 ROCM_FORWARD_031_FROM: tuple[int, int, int] = (0, 31, 0)
-ROCM_FORWARD_UNTIL: tuple[int, int, int] = (0, 32, 0)
+ROCM_FORWARD_UNTIL: tuple[int, int, int] = (0, 33, 0)
 ROCM_FORWARD_031_SOURCE = (
     "vllm 0.31.0 wheel (PyPI): models/deepseek_v4/amd/rocm.py DeepseekV4ROCMAiterMLAAttention._o_proj (the FP8 wo_a "
     "path: inverse_rope_group_quant, batched_gemm_a8w8_mxscale; else rocm_inv_rope_einsum(..., inverse_rope=False)), "
     "prepare_attn_preshuffle / _prepare_fp8_wo_a, forward and _prepare_and_attn (HCA dual-stream), "
     "v1/attention/ops/rocm_aiter_mla_sparse.py rocm_inv_rope_einsum, platforms/rocm.py enable_multi_stream_overlap; "
     "ROCm/aiter aiter/ops/batched_gemm_op_a8w8.py batched_gemm_a8w8_mxscale (token-major [M, G, N] output, x_scale "
-    "[M, G, K / 128] uint8)"
+    "[M, G, K / 128] uint8); the same moments in the 0.32.0 wheel"
 )
 ROCM_FORWARD_029_SOURCE = (
     "vllm 0.29.0 wheel (PyPI): models/deepseek_v4/amd/model.py DeepseekV4DecoderLayer.__init__ (use_fused_mhc, "
@@ -969,13 +977,13 @@ ROCM_FORWARD_SOURCE = (
     "(amd/rocm.py _o_proj and _bpre_attn_gemm under AITER: wo_b's input quantized to FP8, not priced)"
 )
 ROCM_FORWARD_UNPRICED = (
-    "DeepSeek-V4's eager dummy forward on ROCm is traced for vLLM 0.25.0-0.31.x only; from 0.32.0 (and with no "
-    "release named: the newest read) it is not traced: the 0.32.0 wheel rewrites v1/attention/ops/"
-    "rocm_aiter_mla_sparse.py and amd/rocm.py (before 0.25.0 not read); k3plan's analytic temporaries stand for it, "
-    "so the pool may be too large by the difference"
+    "DeepSeek-V4's eager dummy forward on ROCm is traced for vLLM 0.25.0-0.32.x only; from 0.33.0 (and with no "
+    "release named: the newest read) it is not traced: the 0.33.0 wheel changes models/deepseek_v4/amd/rocm.py, "
+    "amd/model.py and attention.py (before 0.25.0 not read); k3plan's analytic temporaries stand for it, so the pool "
+    "may be too large by the difference"
 )
 ROCM_FORWARD_SITUV2_UNPRICED = (
-    "DeepSeek-V4's eager dummy forward on ROCm at vLLM 0.31.x on gfx950 under AITER's MoE is not traced: "
+    "DeepSeek-V4's eager dummy forward on ROCm at vLLM 0.31.x-0.32.x on gfx950 under AITER's MoE is not traced: "
     "VLLM_ROCM_USE_AITER_MOE_SITUV2 'auto' (the default) selects AITER's SiTUv2 a4w4 MoE kernels (the 0.31.0 wheel's "
     "_aiter_ops.py _resolve_situv2_activation), whose buffers were not read; k3plan's analytic temporaries stand for "
     "it, so the pool may be too large by the difference"
@@ -984,7 +992,7 @@ ROCM_FORWARD_SITUV2_UNPRICED = (
 
 def rocm_forward_applies(release: tuple[int, int, int] | None, *, hardware: str = "", aiter_moe: bool = False) -> bool:
     """Whether ``dsv4_rocm_forward_live`` traces ``release`` (``ROCM_FORWARD_FROM`` to ``ROCM_FORWARD_UNTIL``, read in
-    the 0.25.0-0.31.0 wheels; no release named: the newest read, outside it, ``ROCM_FORWARD_UNPRICED``); at 0.31.x
+    the 0.25.0-0.32.0 wheels; no release named: the newest read, outside it, ``ROCM_FORWARD_UNPRICED``); from 0.31.0
     not on ``hardware`` gfx950 where AITER's MoE runs (``aiter_moe``: ``aiter_fused_moe_runs``;
     ``ROCM_FORWARD_SITUV2_UNPRICED``)."""
     if release is None or not ROCM_FORWARD_FROM <= release < ROCM_FORWARD_UNTIL:
