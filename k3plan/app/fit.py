@@ -975,6 +975,8 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         moe_workspace=_moe_workspace(served, setup, result, kind=hw.kind),
         rocm_moe=_rocm_moe(served, setup, st.expert_pad, vendor=hw.vendor, hardware=hw.name),
         rocm_aiter_linear=_rocm_aiter_linear(served, vendor=hw.vendor),
+        rocm_wo_a_fp8=_rocm_wo_a_fp8(served, hardware=hw.name, release=_release(served, st.name, hw.kind)),
+        rocm_aiter_moe=_rocm_aiter_moe(served, hardware=hw.name),
         rocm_fp8_pad=_rocm_fp8_pad(served, setup, vendor=hw.vendor),
         # the routed experts' checkpoint formats: the MoE method that raises a weights' OOM (engines/vllm/memory.py)
         expert_formats=_expert_formats(setup),
@@ -1129,7 +1131,7 @@ def _all2all_backend(served) -> str:
 
 def _triton_caches(served, setup: Setup, result: FitResult, *, stack: str, kind: str) -> tuple[int, str] | None:
     """What a MoE layer's Triton fused_experts_impl call holds in vLLM's profile-run forward a GPU for FP8-block
-    experts before 0.11.0 (engines/vllm/triton_moe.py); None where vLLM does not run that path or it was not read."""
+    experts before 0.14.0 (engines/vllm/triton_moe.py); None where vLLM does not run that path or it was not read."""
     from k3plan.engines.vllm.triton_moe import triton_forward_caches
 
     args = _moe_forward_args(served, setup, result, stack=stack, kind=kind)
@@ -1337,6 +1339,24 @@ def _rocm_aiter_linear(served, *, vendor: str) -> bool:
     from k3plan.engines.vllm.dsv4_workspace import aiter_linear_on
 
     return vendor == "amd" and aiter_linear_on(served.env if served is not None else {})
+
+
+def _rocm_wo_a_fp8(served, *, hardware: str, release) -> bool:
+    """Whether vLLM's ROCm DeepSeek-V4 attention keeps wo_a FP8 for the command (engines/vllm/dsv4_workspace.py
+    wo_a_fp8_on: gfx950 from 0.31.0 under VLLM_ROCM_USE_AITER)."""
+    from k3plan.engines.vllm.dsv4_workspace import wo_a_fp8_on
+
+    return wo_a_fp8_on(served.env if served is not None else {}, hardware=hardware, release=release)
+
+
+def _rocm_aiter_moe(served, *, hardware: str) -> bool:
+    """Whether DeepSeek-V4's experts run AITER's fused_moe for the command (engines/vllm/dsv4_workspace.py
+    aiter_fused_moe_runs)."""
+    from k3plan.engines.vllm.dsv4_workspace import aiter_fused_moe_runs, aiter_moe_on
+
+    env = served.env if served is not None else {}
+    backend = (served.moe_backend or "") if served is not None else ""
+    return aiter_fused_moe_runs(hardware=hardware, moe_backend=backend, aiter_on=aiter_moe_on(env))
 
 
 def _rocm_fp8_pad(served, setup: Setup, *, vendor: str) -> tuple[int, str] | None:

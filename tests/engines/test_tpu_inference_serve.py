@@ -810,10 +810,11 @@ def test_llm_class_bad_input_one_line(cli, cmd):
 
 
 def test_llm_class_on_a_gpu_refused_where_its_defaults_are_unread(cli):
-    """On a GPU the LLM class's own defaults (vLLM's LLM_CLASS tiers) are read at 0.11.0-0.20.x only: lm_eval at
-    another release needs the chunk and the batch given; tpu-inference's offline script is refused by name."""
+    """On a GPU the LLM class's own defaults (vLLM's LLM_CLASS tiers) are read at 0.8.4-0.34.x (tests/engines/
+    test_vllm_llm_class.py): lm_eval at another release needs the chunk and the batch given; tpu-inference's offline
+    script is refused by name."""
     lm = "lm_eval --model vllm --model_args pretrained=moonshotai/Kimi-K2.6,tensor_parallel_size=8"
-    r = cli("fit", "-H", "nvidia-h200", "-t", "8", "--serve", lm, "--json")
+    r = cli("fit", "-H", "nvidia-h200", "-t", "8", "--engine-version", "0.8.3", "--serve", lm, "--json")
     assert r.exit_code == 2 and "LLM_CLASS" in r.output
     # at a release whose LLM_CLASS entries were read (vllm/serve.py LLM_CLASS_SOURCE): an H200 (>= 70 GiB) takes
     # 16,384 batched tokens and 1,024 sequences, where vllm serve takes 8,192 / 1,024

@@ -57,3 +57,13 @@ def test_the_rocm_model_holds_the_mtp_hidden_buffer_and_the_drafter_s_topk_buffe
     rope = full - base - hidden - topk
     assert rope >= 0  # the RoPE tables (rope_tables, shared with the CUDA model's rule)
     assert "_mtp_hidden_buffer" in how and "MTP drafter" in how
+
+
+def test_gfx950_keeps_the_bf16_copies_without_vllm_rocm_use_aiter():
+    """The 0.31.0 wheel's amd/rocm.py prepare_attn_preshuffle returns before _prepare_fp8_wo_a where
+    rocm_aiter_ops.is_enabled() is false (VLLM_ROCM_USE_AITER, default off): wo_a goes the bf16 way, cached."""
+    d = load_model("deepseek-v4-pro").spec.dsv4
+    args = dict(local_heads=128, layers=1, hardware="amd-mi355x", release=(0, 31, 0))
+    assert dsv4_rocm_wo_a_bf16(d, **args, wo_a_fp8=True)[0] == 0
+    assert dsv4_rocm_wo_a_bf16(d, **args, wo_a_fp8=False)[0] == 128 * 512 * 1024 * 2
+    assert dsv4_rocm_wo_a_bf16(d, **args)[0] == 0  # None: taken as on where the release and GPU allow

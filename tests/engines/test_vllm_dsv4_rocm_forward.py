@@ -115,14 +115,27 @@ def test_the_rule_covers_the_releases_traced():
     assert rocm_forward_applies((0, 27, 0)) and rocm_forward_applies((0, 28, 0))
     assert rocm_forward_applies((0, 29, 0))  # the fused mHC path, traced in the 0.29.0 wheel
     assert rocm_forward_applies((0, 30, 0))  # the attention locals freed before _o_proj, the 0.30.0 wheel
-    assert not rocm_forward_applies((0, 31, 0))  # 0.31.0: rocm_inv_rope_einsum's FP8 wo_a on gfx950, not traced
+    assert rocm_forward_applies((0, 31, 0))  # the FP8 wo_a projection / no o_ref copy, the 0.31.0 wheel
+    assert rocm_forward_applies((0, 31, 0), hardware="amd-mi355x")  # gfx950 without AITER's MoE
+    # gfx950 under AITER's MoE: SiTUv2 a4w4 by default from 0.31.0 (_aiter_ops.py), its buffers not read
+    assert not rocm_forward_applies((0, 31, 0), hardware="amd-mi355x", aiter_moe=True)
+    assert rocm_forward_applies((0, 31, 0), hardware="amd-mi300x", aiter_moe=True)  # gfx942: AITER's MoE not on it
+    assert rocm_forward_applies((0, 30, 0), hardware="amd-mi355x", aiter_moe=True)
+    assert rocm_forward_applies((0, 32, 0))  # the 0.32.0 wheel keeps 0.31.0's moments
+    assert not rocm_forward_applies((0, 32, 0), hardware="amd-mi355x", aiter_moe=True)  # SiTUv2 a4w4 still 'auto'
+    assert not rocm_forward_applies((0, 33, 0))  # 0.33.0 changes amd/rocm.py, amd/model.py, attention.py
     assert not rocm_forward_applies(None)
 
 
 def test_an_untraced_rocm_forward_is_said_to_be_unpriced():
-    from k3plan.engines.vllm.dsv4_workspace import ROCM_FORWARD_UNPRICED
+    from k3plan.engines.vllm.dsv4_workspace import rocm_forward_unpriced
 
-    assert "0.31.0" in ROCM_FORWARD_UNPRICED and "not traced" in ROCM_FORWARD_UNPRICED
+    assert "0.33.0" in rocm_forward_unpriced((0, 33, 0)) and "not traced" in rocm_forward_unpriced((0, 33, 0))
+    assert rocm_forward_unpriced(None) == rocm_forward_unpriced((0, 24, 0)) == rocm_forward_unpriced((0, 34, 0))
+    assert rocm_forward_unpriced((0, 32, 0)) == ""
+    situ = rocm_forward_unpriced((0, 31, 0), hardware="amd-mi355x", aiter_moe=True)
+    assert "SiTUv2" in situ and "not traced" in situ
+    assert rocm_forward_unpriced((0, 31, 0), hardware="amd-mi300x") == ""
 
 
 def test_0_28_reads_as_before():
@@ -199,3 +212,54 @@ def test_0_30_frees_the_attention_locals_before_the_output_projection():
     assert live == max(caller + attention, post_pre, moe)
     assert live < dsv4_rocm_forward_live(d, **args, release=(0, 29, 0), aiter_linear=True)[0]
     assert "0.30.0 wheel" in how
+
+
+def test_0_31_s_projection_has_no_o_ref_and_on_gfx950_under_aiter_keeps_wo_a_fp8():
+    # vllm 0.31.0 wheel: amd/rocm.py DeepseekV4ROCMAiterMLAAttention._o_proj. Where wo_a stays FP8 (gfx950,
+    # VLLM_ROCM_USE_AITER and VLLM_ROCM_USE_AITER_FP8BMM: prepare_attn_preshuffle -> _prepare_fp8_wo_a) AITER's
+    # inverse_rope_group_quant makes o_fp8 [T, 16 / 8 groups, 8 x 512] FP8 and e8m0 scales (a byte a 128), and
+    # batched_gemm_a8w8_mxscale returns token-major [T, groups, 1,024] bf16 (ROCm/aiter aiter/ops/batched_gemm_op_a8w8.py:
+    # Y = torch.empty((m, g, n)): flatten(1) a view), all held to wo_b's output; no dequantization. Elsewhere
+    # rocm_inv_rope_einsum(..., inverse_rope=False): o_ref is o, the einsum and its flatten copy, the first call's
+    # dequantization beside o_padded. The attention-time set is 0.30.0's (o_padded, q, the locals).
+    d = _pro()
+    t = 8192
+    args = dict(tokens=t, hidden_size=7168, local_heads=16, q_lora_rank=1536, tp=8, moe_bytes=1000, mtp=False)
+    stream, row, mix = 4 * 7168 * 2, 7168 * 2, 4 * 4 + 16 * 4
+    o = 16 * 512 * 2
+    scores = 2 * 2 * 512 * 4 + 2 * 2 * 128 * 4 + 64 * 2
+    locals_ = 2 * (1536 + 512) + 1536 + 12 * 4 + 2 * 512 + scores
+    dequant = 3 * 4 * 16 * 512 * 1024
+    einsum = 2 * 1024 * 2
+    o8 = 16 * 512 + 16 * 512 // 128
+    caller = t * (row + stream + mix)
+    post_pre = caller + t * (2 * stream + 2 * row + 2 * mix)
+    moe = caller + t * (stream + 3 * row + mix + 1000)
+    base = t * (stream + row + mix)
+    bf16, how = dsv4_rocm_forward_live(d, **args, release=(0, 31, 0), aiter_linear=True)
+    attention = base + max(t * (2 * o + locals_), t * o + max(t * (2 * einsum + row), dequant))
+    assert bf16 == max(caller + attention, post_pre, moe)
+    assert "0.31.0 wheel" in how and "o_ref" not in how.split(";")[0]
+    fp8, how = dsv4_rocm_forward_live(d, **args, release=(0, 31, 0), aiter_linear=True, wo_a_fp8=True)
+    attention = base + max(t * (2 * o + locals_), t * (o + o8 + einsum + row))
+    assert fp8 == max(caller + attention, post_pre, moe)
+    assert "no dequantization" in how
+    # the same command at 0.30.0 holds o_ref beside the projection
+    assert bf16 <= dsv4_rocm_forward_live(d, **args, release=(0, 30, 0), aiter_linear=True)[0]
+    # wo_a_fp8 changes nothing before 0.31.0
+    assert (
+        dsv4_rocm_forward_live(d, **args, release=(0, 30, 0), wo_a_fp8=True)[0]
+        == (dsv4_rocm_forward_live(d, **args, release=(0, 30, 0))[0])
+    )
+
+
+def test_wo_a_stays_fp8_only_under_aiter_on_gfx950_from_0_31():
+    from k3plan.engines.vllm.dsv4_workspace import wo_a_fp8_on
+
+    aiter = {"VLLM_ROCM_USE_AITER": "1"}
+    assert wo_a_fp8_on(aiter, hardware="amd-mi355x", release=(0, 31, 0))
+    assert wo_a_fp8_on(aiter, hardware="amd-mi355x", release=None)  # the newest read
+    assert not wo_a_fp8_on({}, hardware="amd-mi355x", release=(0, 31, 0))  # prepare_attn_preshuffle returns first
+    assert not wo_a_fp8_on({**aiter, "VLLM_ROCM_USE_AITER_FP8BMM": "0"}, hardware="amd-mi355x", release=(0, 31, 0))
+    assert not wo_a_fp8_on(aiter, hardware="amd-mi300x", release=(0, 31, 0))  # gfx942
+    assert not wo_a_fp8_on(aiter, hardware="amd-mi355x", release=(0, 30, 0))

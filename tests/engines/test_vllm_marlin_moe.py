@@ -71,7 +71,6 @@ def test_where_the_direct_call_is_not_the_path():
     assert _caches((0, 10, 2)) is None  # not read
     assert _caches((0, 23, 0)) is None  # a modular kernel from 0.23.0, the workspace manager's: not priced here
     assert _caches((0, 22, 0)) == _caches((0, 11, 0)) == _caches()  # same caches 0.11.0-0.22.0
-    assert _caches(hardware="nvidia-b200") is None  # SM100: FlashInfer MxInt4 is possible there, not read
     assert _caches(hardware="amd-mi300x", vendor="amd") is None
     assert _caches(formats=("fp8_block",)) is None  # Fp8MoEMethod: engines/vllm/moe_workspace.py
     assert _caches(formats=("ds_fp4",)) is None  # MXFP4 through MarlinExperts, a modular kernel
@@ -112,3 +111,21 @@ def test_fit_puts_the_caches_in_place_of_the_analytic_expert_term():
         app, ["fit", "-H", "nvidia-h200", "-t", "8", "--serve", serve, "--engine-version", "0.23.0", "--json"]
     )
     assert "fused_marlin_moe" not in json.loads(res_old.stdout)["engine"]["sources"]["activation"]
+
+
+def test_the_sm100_family_runs_marlin_unless_flashinfer_int4_is_asked():
+    """CompressedTensorsMoEMethod.get_moe_method gives CompressedTensorsWNA16MarlinMoEMethod on any CUDA device where
+    check_moe_marlin_supports_layer holds (vllm 0.11.0, 0.13.0, 0.14.1, 0.15.1 wheels (PyPI): no other kernel); from
+    0.16.0 (0.16.0, 0.18.0, 0.20.0, 0.22.0 wheels) its __init__ takes FlashInfer's TRT-LLM MxInt4 kernel where
+    quantization/utils/flashinfer_mxint4_moe.py is_flashinfer_mxint4_moe_available holds: VLLM_USE_FLASHINFER_MOE_INT4
+    (envs.py default '0') on the SM100 family. fused_marlin_moe's caches do not depend on the device (0.11.0
+    use_atomic_add: capability >= 9 on both)."""
+    on = {"VLLM_USE_FLASHINFER_MOE_INT4": "1"}
+    for hw in ("nvidia-b200", "nvidia-b300", "nvidia-gb200-nvl72", "nvidia-gb300-nvl72"):
+        for release in ((0, 11, 0), (0, 15, 1), (0, 16, 0), (0, 22, 0)):
+            assert _caches(release, hardware=hw) == _caches(release)
+        assert _caches((0, 15, 1), hardware=hw, env=on) == _caches()  # no FlashInfer kernel in the method before 0.16
+        assert _caches((0, 16, 0), hardware=hw, env=on) is None  # FlashInfer MxInt4: not read
+        assert _caches((0, 22, 0), hardware=hw, env={"VLLM_USE_FLASHINFER_MOE_INT4": "0"}) == _caches()
+        assert _caches((0, 23, 0), hardware=hw) is None  # the modular kernel's workspace: moe_workspace.py
+    assert _caches((0, 20, 0), env=on) == _caches()  # on Hopper the variable changes nothing (capability family 100)

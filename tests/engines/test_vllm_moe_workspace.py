@@ -128,6 +128,24 @@ def test_what_is_not_read_is_not_priced():
     assert _ws((0, 18, 0), env={"VLLM_USE_DEEP_GEMM": "1"}) == 0
 
 
+def test_deep_gemm_switches_that_leave_the_pick_are_priced():
+    """VLLM_USE_DEEP_GEMM / VLLM_MOE_USE_DEEP_GEMM default to 1 from 0.11.0 (envs.py, the 0.11.0-0.34.0 wheels (PyPI)).
+    0.14.x (oracle/fp8.py select_fp8_moe_backend, the 0.14.0 wheel): DeepGEMM needs VLLM_USE_DEEP_GEMM and, at TP >= 8,
+    VLLM_MOE_USE_DEEP_GEMM set; from 0.15.0 (the 0.15.0, 0.17.0, 0.20.0, 0.26.0, 0.34.0 wheels) a set switch forces
+    DeepGEMM where both are true, else removes it from a list where FlashInfer CUTLASS and (0.17.0 on, Hopper's
+    block-FP8 reorder) Triton stand before it: the kernel the rule prices either way."""
+    for release in ((0, 14, 1), (0, 15, 0), (0, 18, 0), (0, 33, 0)):
+        base = _ws(release)
+        assert base > 0
+        assert _ws(release, env={"VLLM_USE_DEEP_GEMM": "0"}) == base
+        assert _ws(release, env={"VLLM_MOE_USE_DEEP_GEMM": "0"}) == base
+        assert _ws(release, env={"VLLM_USE_DEEP_GEMM": "1", "VLLM_MOE_USE_DEEP_GEMM": "0"}) == base
+        assert _ws(release, env={"VLLM_MOE_USE_DEEP_GEMM": "1"}) == 0  # DeepGEMM asked for: not read
+        assert _ws(release, env={"VLLM_USE_DEEP_GEMM": "yes"}) == 0  # vLLM's int() would refuse it: not read
+    assert _ws((0, 14, 1), env={"VLLM_USE_DEEP_GEMM": "1"}) == _ws((0, 14, 1))  # 0.14.x: the default's value
+    assert _ws((0, 15, 0), env={"VLLM_USE_DEEP_GEMM": "1"}) == 0  # 0.15.0 on: set and true forces DeepGEMM
+
+
 def _engine(cli, release: str, hardware: str = "nvidia-h200") -> dict:
     serve = (
         "vllm serve deepseek-ai/DeepSeek-R1-0528 --max-model-len 8192 --trust-remote-code --tensor-parallel-size 8 "

@@ -717,7 +717,9 @@ def dsv4_rocm_model_buffers(
 # are in the torch peak increase. Read in the 0.25.0, 0.26.0, 0.28.0, 0.29.0 and 0.30.0 wheels (PyPI); from 0.31.0
 # (read in the 0.31.0, 0.33.0 and 0.34.0 wheels) DeepseekV4ROCMAiterMLAAttention._prepare_fp8_wo_a keeps wo_a FP8 for
 # aiter's batched_gemm_a8w8_mxscale on gfx950 (VLLM_ROCM_USE_AITER_FP8BMM, on by default; AITER >= 0.1.20, else
-# the bf16 fallback), so there the copy is priced on gfx942 only.
+# the bf16 fallback), so there the copy is priced on gfx942 only. _prepare_fp8_wo_a runs from prepare_attn_preshuffle,
+# which returns first where rocm_aiter_ops.is_enabled() is false (VLLM_ROCM_USE_AITER, default off: the 0.31.0 wheel's
+# amd/rocm.py, _aiter_ops.py, envs.py): without it gfx950 keeps the bf16 copies too (``wo_a_fp8_on``).
 WO_A_BF16_SOURCE = (
     "vllm 0.26.0 wheel (PyPI): v1/attention/ops/rocm_aiter_mla_sparse.py rocm_inv_rope_einsum and "
     "_get_cached_wo_a_bf16 (wo_a dequantized to bf16 once and cached on the module), models/deepseek_v4/amd/rocm.py "
@@ -728,15 +730,35 @@ WO_A_BF16_SOURCE = (
 WO_A_FP8_FROM = (0, 31, 0)
 
 
+def wo_a_fp8_on(env: dict[str, str], *, hardware: str, release: tuple[int, int, int] | None) -> bool:
+    """Whether vLLM's ROCm DeepSeek-V4 attention keeps wo_a FP8 for AITER's batched GEMM (``WO_A_BF16_SOURCE``): gfx950
+    from 0.31.0 (no release named: the newest read), with VLLM_ROCM_USE_AITER on (default off) and
+    VLLM_ROCM_USE_AITER_FP8BMM (default on; the 0.31.0 wheel's envs.py, amd/rocm.py prepare_attn_preshuffle)."""
+    return (
+        hardware in GFX950
+        and (release is None or release >= WO_A_FP8_FROM)
+        and env.get("VLLM_ROCM_USE_AITER", "False").lower() in TRUE
+        and env.get("VLLM_ROCM_USE_AITER_FP8BMM", "True").lower() in TRUE
+    )
+
+
 def dsv4_rocm_wo_a_bf16(
-    d: DSV4Dims, *, local_heads: int, layers: int, hardware: str, release: tuple[int, int, int] | None = None
+    d: DSV4Dims,
+    *,
+    local_heads: int,
+    layers: int,
+    hardware: str,
+    release: tuple[int, int, int] | None = None,
+    wo_a_fp8: bool | None = None,
 ) -> tuple[int, str]:
     """(bytes, how): the bf16 copies of wo_a vLLM's ROCm DeepSeek-V4 attention caches in the profile run
     (``WO_A_BF16_SOURCE``), one a layer of ``layers`` (the target's and the MTP drafter's), ``local_heads`` x
-    head_dim x o_lora_rank bf16 each (n_local_groups x o_lora_rank x heads x head_dim / o_groups); 0 from 0.31.0 on
-    gfx950 (no release named: the newest read, 0 there too)."""
+    head_dim x o_lora_rank bf16 each (n_local_groups x o_lora_rank x heads x head_dim / o_groups); 0 where wo_a stays
+    FP8 (``wo_a_fp8``: ``wo_a_fp8_on``; None: taken as on from 0.31.0 on gfx950, no release named the newest read)."""
     assert d.csa2 is None
-    if hardware in GFX950 and (release is None or release >= WO_A_FP8_FROM):
+    if wo_a_fp8 is None:
+        wo_a_fp8 = hardware in GFX950 and (release is None or release >= WO_A_FP8_FROM)
+    if wo_a_fp8:
         return 0, ""
     per_layer = local_heads * d.head_dim * d.o_lora_rank * BF16
     total = layers * per_layer
@@ -888,7 +910,40 @@ ROCM_FORWARD_FUSED_MHC_FROM: tuple[int, int, int] = (0, 29, 0)
 # expert fusion needs VLLM_ROCM_USE_AITER_FUSION_SHARED_EXPERTS (default off, envs.py); mhc.py's fused post + pre
 # takes AITER's op where it has one (HAS_AITER_MHC_FUSED), the fallbacks not traced.
 ROCM_FORWARD_LOCALS_FREED_FROM: tuple[int, int, int] = (0, 30, 0)
-ROCM_FORWARD_UNTIL: tuple[int, int, int] = (0, 31, 0)
+# From 0.31.0 (read in the 0.31.0 wheel, PyPI; ``ROCM_FORWARD_031_SOURCE``) the output projection changes
+# (amd/rocm.py DeepseekV4ROCMAiterMLAAttention._o_proj): where wo_a stays FP8 (``wo_a_fp8_on``: gfx950 under
+# VLLM_ROCM_USE_AITER) AITER's inverse_rope_group_quant rotates and quantizes o into o_fp8 [T, groups, heads x head_dim
+# / groups] FP8 with e8m0 scales (one byte a 128) and batched_gemm_a8w8_mxscale returns the token-major [T, groups,
+# o_lora_rank] bf16 output (ROCm/aiter aiter/ops/batched_gemm_op_a8w8.py: Y = torch.empty((m, g, n)), so flatten(1)
+# is a view), held with o_fp8 and its scales (the method's names) to wo_b's output; no dequantization. Elsewhere
+# rocm_inv_rope_einsum runs with inverse_rope=False (the attention has rotated the rows: o_ref is o itself, no copy),
+# then the cached bf16 wo_a (_get_cached_wo_a_bf16 unchanged) and the einsum with its flatten copy. The rest is 0.30.0's:
+# DeepseekV4ROCMAiterMLAAttention.forward allocates o_padded as before; a HCA layer now takes the multi-stream path in
+# the profile run too (platforms/rocm.py enable_multi_stream_overlap: the old gate) and holds q, the normed qr and kv
+# while attention runs, a subset of the CSA layer's set, whose chain is 0.30.0's; amd/model.py's decoder layer and
+# DeepseekV4Model.forward, model_executor/layers/mhc.py, amd/mtp.py's forward and common/ops/fused_mtp_input_rmsnorm.py
+# are unchanged. The AITER MoE's kernel changes: VLLM_ROCM_USE_AITER_MOE_SITUV2 'auto' (default) selects AITER's
+# SiTUv2 a4w4 path (_aiter_ops.py _resolve_situv2_activation, _sync_aiter_situv2_moe_env sets AITER_SITUV2_A4W4=1;
+# 0.30.0's default was a16w4), whose buffers were not read: on gfx950 under AITER's MoE the forward stays unpriced.
+# The 0.32.0 wheel keeps these moments: amd/rocm.py forward, _prepare_and_attn, _o_proj, _split_qkv_and_norm,
+# prepare_attn_preshuffle / _prepare_fp8_wo_a and rocm_aiter_mla_sparse.py rocm_inv_rope_einsum /
+# _get_cached_wo_a_bf16 are 0.31.0's (its other changes there are decode kernels); attention.py is unchanged;
+# amd/model.py adds only the opt-in --moe-backend aiter_mega_moe (DeepseekV4AiterMegaMoEExperts, gfx950 with MoRI, not
+# traced: rocm_moe_rows says so); mhc.py's new fused delayed seam serves the delayed path the AMD model does not take;
+# the MoE runner's and FusedMoEKernel's changes are weight naming and an optional output hook, default None;
+# VLLM_ROCM_USE_AITER_MOE_SITUV2 still 'auto' = a4w4. Its forward_mqa skips the warm-up gather under
+# VLLM_ROCM_USE_AITER_TRITON_SPARSE_MLA (default off; dsv4_rocm_profile_workspace does not read it). The 0.33.0 wheel
+# changes amd/rocm.py, amd/model.py and attention.py again: not traced.
+ROCM_FORWARD_031_FROM: tuple[int, int, int] = (0, 31, 0)
+ROCM_FORWARD_UNTIL: tuple[int, int, int] = (0, 33, 0)
+ROCM_FORWARD_031_SOURCE = (
+    "vllm 0.31.0 wheel (PyPI): models/deepseek_v4/amd/rocm.py DeepseekV4ROCMAiterMLAAttention._o_proj (the FP8 wo_a "
+    "path: inverse_rope_group_quant, batched_gemm_a8w8_mxscale; else rocm_inv_rope_einsum(..., inverse_rope=False)), "
+    "prepare_attn_preshuffle / _prepare_fp8_wo_a, forward and _prepare_and_attn (HCA dual-stream), "
+    "v1/attention/ops/rocm_aiter_mla_sparse.py rocm_inv_rope_einsum, platforms/rocm.py enable_multi_stream_overlap; "
+    "ROCm/aiter aiter/ops/batched_gemm_op_a8w8.py batched_gemm_a8w8_mxscale (token-major [M, G, N] output, x_scale "
+    "[M, G, K / 128] uint8); the same moments in the 0.32.0 wheel"
+)
 ROCM_FORWARD_029_SOURCE = (
     "vllm 0.29.0 wheel (PyPI): models/deepseek_v4/amd/model.py DeepseekV4DecoderLayer.__init__ (use_fused_mhc, "
     "fuse_mhc_rmsnorm) and _forward_fused_post_pre, DeepseekV4Model.forward (the loop's hidden_states, residual, "
@@ -922,18 +977,36 @@ ROCM_FORWARD_SOURCE = (
     "(amd/rocm.py _o_proj and _bpre_attn_gemm under AITER: wo_b's input quantized to FP8, not priced)"
 )
 ROCM_FORWARD_UNPRICED = (
-    "DeepSeek-V4's eager dummy forward on ROCm is traced for vLLM 0.25.0-0.30.x only; from 0.31.0 (and with no "
-    "release named: the newest read) it is not traced: the 0.31.0 wheel's v1/attention/ops/rocm_aiter_mla_sparse.py "
-    "rocm_inv_rope_einsum changes (_prepare_fp8_wo_a: an FP8 wo_a BMM on gfx950) and amd/rocm.py is rewritten "
-    "(before 0.25.0 not read); k3plan's analytic temporaries stand for it, so the pool may be too large by the "
-    "difference"
+    "DeepSeek-V4's eager dummy forward on ROCm is traced for vLLM 0.25.0-0.32.x only; from 0.33.0 (and with no "
+    "release named: the newest read) it is not traced: the 0.33.0 wheel changes models/deepseek_v4/amd/rocm.py, "
+    "amd/model.py and attention.py (before 0.25.0 not read); k3plan's analytic temporaries stand for it, so the pool "
+    "may be too large by the difference"
+)
+ROCM_FORWARD_SITUV2_UNPRICED = (
+    "DeepSeek-V4's eager dummy forward on ROCm at vLLM 0.31.x-0.32.x on gfx950 under AITER's MoE is not traced: "
+    "VLLM_ROCM_USE_AITER_MOE_SITUV2 'auto' (the default) selects AITER's SiTUv2 a4w4 MoE kernels (the 0.31.0 wheel's "
+    "_aiter_ops.py _resolve_situv2_activation), whose buffers were not read; k3plan's analytic temporaries stand for "
+    "it, so the pool may be too large by the difference"
 )
 
 
-def rocm_forward_applies(release: tuple[int, int, int] | None) -> bool:
+def rocm_forward_applies(release: tuple[int, int, int] | None, *, hardware: str = "", aiter_moe: bool = False) -> bool:
     """Whether ``dsv4_rocm_forward_live`` traces ``release`` (``ROCM_FORWARD_FROM`` to ``ROCM_FORWARD_UNTIL``, read in
-    the 0.25.0-0.30.0 wheels; no release named: the newest read, outside it, ``ROCM_FORWARD_UNPRICED``)."""
-    return release is not None and ROCM_FORWARD_FROM <= release < ROCM_FORWARD_UNTIL
+    the 0.25.0-0.32.0 wheels; no release named: the newest read, outside it, ``ROCM_FORWARD_UNPRICED``); from 0.31.0
+    not on ``hardware`` gfx950 where AITER's MoE runs (``aiter_moe``: ``aiter_fused_moe_runs``;
+    ``ROCM_FORWARD_SITUV2_UNPRICED``)."""
+    if release is None or not ROCM_FORWARD_FROM <= release < ROCM_FORWARD_UNTIL:
+        return False
+    return not (release >= ROCM_FORWARD_031_FROM and hardware in GFX950 and aiter_moe)
+
+
+def rocm_forward_unpriced(release: tuple[int, int, int] | None, *, hardware: str = "", aiter_moe: bool = False) -> str:
+    """Why ``dsv4_rocm_forward_live`` does not price ``release`` ('' where it does)."""
+    if rocm_forward_applies(release, hardware=hardware, aiter_moe=aiter_moe):
+        return ""
+    if release is not None and ROCM_FORWARD_031_FROM <= release < ROCM_FORWARD_UNTIL:
+        return ROCM_FORWARD_SITUV2_UNPRICED
+    return ROCM_FORWARD_UNPRICED
 
 
 # What the routed experts compute on in the profile run under data parallelism (vLLM 0.26.0 wheel, PyPI): with
@@ -981,6 +1054,12 @@ def aiter_moe_on(env: dict[str, str]) -> bool:
     )
 
 
+def aiter_fused_moe_runs(*, hardware: str, moe_backend: str, aiter_on: bool) -> bool:
+    """Whether DeepSeek-V4's routed experts run AITER's fused_moe (``AITER_MOE_SOURCE``): gfx950, --moe-backend unset /
+    auto / aiter, and AITER's MoE on (``aiter_on``: ``aiter_moe_on``)."""
+    return aiter_on and hardware in AITER_MOE_HARDWARE and moe_backend in AITER_MOE_BACKENDS
+
+
 def rocm_moe_rows(
     *,
     dp: int,
@@ -1002,7 +1081,7 @@ def rocm_moe_rows(
     naive = dp > 1 and (not expert_parallel or all2all_backend in ("", "allgather_reducescatter"))
     rows = dp if naive else 1
     gathered = BF16 * hidden + 8 * top_k if naive else 0
-    aiter = aiter_on and hardware in AITER_MOE_HARDWARE and moe_backend in AITER_MOE_BACKENDS
+    aiter = aiter_fused_moe_runs(hardware=hardware, moe_backend=moe_backend, aiter_on=aiter_on)
     fused = 0
     if aiter:
         fused = (
@@ -1043,6 +1122,7 @@ def dsv4_rocm_forward_live(
     moe_bytes: int = 0,
     release: tuple[int, int, int] | None = None,
     aiter_linear: bool = False,
+    wo_a_fp8: bool = False,
 ) -> tuple[int, str]:
     """(bytes, how): the largest live set of vLLM's eager DeepSeek-V4 dummy forward on ROCm at ``tokens``
     (``ROCM_FORWARD_SOURCE``): a layer's output projection (with the first call's wo_a dequantization) or its MoE
@@ -1052,7 +1132,10 @@ def dsv4_rocm_forward_live(
     one more; the drafter's layer keeps the unfused set; under AITER's linear (``aiter_linear``: ``aiter_linear_on``)
     the normed qr is FP8 with float32 scales. From 0.30.0 (``ROCM_FORWARD_030_SOURCE``) the attention's locals are
     freed before the output projection: a layer holds them beside o_padded and q while attention runs, or the
-    projection's einsum / wo_b or wo_a dequantization beside o_padded and o_ref, the larger."""
+    projection's einsum / wo_b or wo_a dequantization beside o_padded and o_ref, the larger. From 0.31.0
+    (``ROCM_FORWARD_031_SOURCE``) no o_ref copy: where wo_a stays FP8 (``wo_a_fp8``: ``wo_a_fp8_on``) the projection
+    holds o_fp8 and its e8m0 scales with the BMM's token-major output and wo_b's, no dequantization; else the einsum
+    runs on o itself."""
     assert d.csa2 is None
     fused = (
         release is not None
@@ -1081,7 +1164,13 @@ def dsv4_rocm_forward_live(
     normed_qr = q_lora_rank + F32 * (q_lora_rank // 128) if qr_fp8 else BF16 * q_lora_rank
     attn_locals = BF16 * (q_lora_rank + hd) + normed_qr + BF16 * hd + scores
     dequant = 3 * F32 * local_heads * hd * d.o_lora_rank  # float32 weight, expanded scale, product
-    if release is not None and release >= ROCM_FORWARD_LOCALS_FREED_FROM:  # the locals die before _o_proj
+    v031 = release is not None and release >= ROCM_FORWARD_031_FROM
+    fp8_proj = v031 and wo_a_fp8
+    if v031:  # no o_ref: the FP8 o and its scales, or the einsum on o itself (ROCM_FORWARD_031_SOURCE)
+        o8 = local_heads * hd + local_heads * hd // 128  # o_fp8 and its e8m0 scales, one byte a 128
+        projection = t * (o + o8 + einsum + row) if fp8_proj else t * o + max(t * (2 * einsum + row), dequant)
+        attention = t * (stream + row + mix) + max(t * (2 * o + attn_locals), projection)
+    elif release is not None and release >= ROCM_FORWARD_LOCALS_FREED_FROM:  # the locals die before _o_proj
         attention = t * (stream + row + mix + 2 * o) + max(t * attn_locals, t * (2 * einsum + row), dequant)
     else:
         attention = t * (stream + row + mix + 2 * o + attn_locals) + max(t * (2 * einsum + row), dequant)
@@ -1108,10 +1197,17 @@ def dsv4_rocm_forward_live(
         source = f"{ROCM_FORWARD_029_SOURCE}; {ROCM_FORWARD_SOURCE}"
         if release is not None and release >= ROCM_FORWARD_LOCALS_FREED_FROM:
             source = f"{ROCM_FORWARD_030_SOURCE}; {source}"
+    if v031:
+        source = f"{ROCM_FORWARD_031_SOURCE}; {source}"
     return live, (
         f"vLLM's dummy forward on ROCm at {t:,} tokens holds {live / GiB:.2f} GiB at its largest ({moment}: "
-        f"{local_heads} heads x {hd} bf16 o_padded and o_ref, the mHC streams of {d.hc_mult}, the first call's "
-        f"wo_a dequantization {dequant / GiB:.2f} GiB"
+        + (
+            f"{local_heads} heads x {hd} bf16 o_padded and FP8 o_fp8 (wo_a FP8: no dequantization)"
+            if fp8_proj
+            else f"{local_heads} heads x {hd} bf16 o_padded" + ("" if v031 else " and o_ref")
+        )
+        + f", the mHC streams of {d.hc_mult}"
+        + ("" if fp8_proj else f", the first call's wo_a dequantization {dequant / GiB:.2f} GiB")
         + (", the normed qr in FP8" if qr_fp8 else "")
         + f"; the MoE {t * moe_bytes / GiB:.2f} GiB beyond the layer's tensors; {source})"
     )

@@ -1,5 +1,5 @@
 """The scratch vLLM's Marlin MoE allocates in the profile run's dummy forward for INT4 W4A16 (compressed-tensors,
-pack-quantized) experts on Hopper: the Kimi-K2-Thinking / K2.5 / K2.6 checkpoints.
+pack-quantized) experts on Hopper and the SM100 family: the Kimi-K2-Thinking / K2.5 / K2.6 checkpoints.
 
 The method and its call, read in the 0.11.0, 0.11.1, 0.11.2, 0.13.0, 0.14.1, 0.16.0, 0.18.0, 0.20.0, 0.20.2, 0.21.0
 and 0.22.0 wheels (PyPI): vllm/model_executor/layers/quantization/compressed_tensors/compressed_tensors_moe.py
@@ -20,6 +20,16 @@ call; no workspace manager), so they raise the forward's peak at a MoE layer and
 the profile's peak is the larger of the two (engines/vllm/memory.py engine_sizing), and this is the forward's MoE term
 in vLLM's own size, in place of k3plan's analytic ``expert inputs, gate/up and outputs`` (step/temporaries.py).
 
+The device: CompressedTensorsMoEMethod.get_moe_method gives the Marlin method wherever
+quantization/utils/marlin_utils.py check_moe_marlin_supports_layer holds (not ROCm; the hidden size a multiple of 128,
+the shard's intermediate of max(64, group)), the same on Hopper and the SM100 family (B200 / B300 / GB200 / GB300) in
+the 0.11.0, 0.13.0, 0.14.1 and 0.15.1 wheels, whose method has no other kernel. From 0.16.0 (the 0.16.0, 0.18.0,
+0.20.0 and 0.22.0 wheels) its __init__ takes FlashInfer's TRT-LLM MxInt4 kernel instead (use_flashinfer_mxint4_moe,
+'Using Flashinfer backend for WNA16 MoE') where is_flashinfer_mxint4_moe_available holds: VLLM_USE_FLASHINFER_MOE_INT4
+(envs.py, default '0'), FlashInfer's TRT-LLM fused MoE and a CUDA device of the SM100 family, with group 32 and 4
+bits. So on the SM100 family the Marlin caches are priced where the command leaves VLLM_USE_FLASHINFER_MOE_INT4 unset
+or 0 (FlashInfer's kernel, its workspaces its own, not read: None where it is set).
+
 M: max_num_batched_tokens, the profile run's dummy batch; with --data-parallel-size > 1 the layer gathers every DP
 rank's tokens and router logits before the experts (naive dispatch: ``do_naive_dispatch_combine`` = DP > 1 and a
 method that is not a modular kernel, fused_moe/layer.py FusedMoE.forward_impl 0.11.0-0.16.0, runner/
@@ -35,7 +45,9 @@ select_wna16_moe_backend) whose ``MarlinExperts`` (``HummingIndexedExperts`` / `
 profile_moe_workspace prices that buffer (INT4_MODULAR_FROM); this module returns None there.
 
 Not priced (None): other expert formats (MXFP4 experts through ``MarlinExperts`` are modular kernels, the workspace
-manager's: engines/vllm/moe_workspace.py MARLIN_MXFP4 prices them), GPUs other than H100 / H200 / H20, a command that names --moe-backend or an all2all backend other than the
+manager's: engines/vllm/moe_workspace.py MARLIN_MXFP4 prices them), GPUs other than H100 / H200 / H20 and the SM100
+family, VLLM_USE_FLASHINFER_MOE_INT4 set on the SM100 family from 0.16.0, a command that names --moe-backend or an
+all2all backend other than the
 default under DP, EP with TP and DP both > 1 (sequence-parallel MoE), releases before 0.11.0 or from 0.23.0. Left out:
 moe_align_block_size's sorted ids (M x top_k + experts x (block - 1) int32, a few MiB) and the output, written in place
 into the hidden states (inplace = not disable_inplace) or one M x K tensor.
@@ -44,7 +56,7 @@ into the hidden states (inplace = not disable_inplace) or one M x K tensor.
 from __future__ import annotations
 
 from k3plan.engines.release import Release, release_text
-from k3plan.engines.vllm.attention_config import SM90
+from k3plan.engines.vllm.attention_config import SM90, SM100_FAMILY
 from k3plan.engines.vllm.moe_workspace import ALL2ALL_ENV_GONE_FROM, DEFAULT_ALL2ALL
 from k3plan.units import GiB
 
@@ -57,6 +69,10 @@ SOURCE = (
     "model_executor/layers/fused_moe/fused_marlin_moe.py fused_marlin_moe / _fused_marlin_moe (intermediate_cache13 "
     "M x top_k x max(2N, K), intermediate_cache2 M x top_k x N, torch.empty a call in hidden_states.dtype)"
 )
+# is_flashinfer_mxint4_moe_available (quantization/utils/flashinfer_mxint4_moe.py): first in the 0.16.0 wheel, the 0.11.0,
+# 0.13.0, 0.14.1 and 0.15.1 wheels' Marlin method has no other kernel
+FLASHINFER_INT4_FROM: Release = (0, 16, 0)
+FLASHINFER_INT4_ENV = "VLLM_USE_FLASHINFER_MOE_INT4"
 DP_SOURCE = (
     "naive dispatch under DP: fused_moe/layer.py FusedMoE.forward_impl (0.11.0-0.16.0), runner/default_moe_runner.py "
     "(0.18.0), runner/moe_runner.py _maybe_dispatch (0.20.0-0.22.0): do_naive_dispatch_combine, "
@@ -88,10 +104,13 @@ def marlin_forward_caches(
     expert's whole moe_intermediate_size, ``experts`` the router's."""
     if release is None or not DIRECT_READ[0] <= release < DIRECT_READ[1]:
         return None
-    if vendor != "nvidia" or hardware not in SM90 or expert_formats != INT4_W4A16:
+    if vendor != "nvidia" or hardware not in SM90 | SM100_FAMILY or expert_formats != INT4_W4A16:
         return None
     if min(tp, dp, top_k, hidden, intermediate, experts, tokens) < 1 or moe_backend not in ("", "auto"):
         return None
+    fi_int4 = (env or {}).get(FLASHINFER_INT4_ENV, "0").strip()
+    if hardware in SM100_FAMILY and release >= FLASHINFER_INT4_FROM and fi_int4 not in ("", "0"):
+        return None  # FlashInfer's MxInt4 kernel (bool(int(...)) of the variable): not read
     # VLLM_ALL2ALL_BACKEND stands in for the flag to 0.15.x, as in engines/vllm/moe_workspace.py
     a2a = all2all_backend or ((env or {}).get("VLLM_ALL2ALL_BACKEND", "") if release < ALL2ALL_ENV_GONE_FROM else "")
     if dp > 1 and a2a not in ("", DEFAULT_ALL2ALL):

@@ -42,7 +42,6 @@ from k3plan.engines.vllm.dsv4_pages import (
     with_mtp_layers,
 )
 from k3plan.engines.vllm.dsv4_workspace import (
-    ROCM_FORWARD_UNPRICED,
     dspark_runner_buffers,
     dsv4_forward_live,
     dsv4_indexer_live,
@@ -57,6 +56,7 @@ from k3plan.engines.vllm.dsv4_workspace import (
     dsv41_profile_workspace,
     dsv41_rocm_profile_workspace,
     rocm_forward_applies,
+    rocm_forward_unpriced,
 )
 from k3plan.engines.vllm.extensible import BLOCK_SOURCE as EXT_BLOCK_SOURCE
 from k3plan.engines.vllm.extensible import (
@@ -686,6 +686,8 @@ def engine_sizing(
     moe_workspace: tuple[int, str] | None = None,
     rocm_moe: tuple[int, str] | None = None,
     rocm_aiter_linear: bool = False,
+    rocm_wo_a_fp8: bool | None = None,
+    rocm_aiter_moe: bool = False,
     rocm_fp8_pad: tuple[int, str] | None = None,
     all2all: tuple[int, str] | None = None,
     hybrid_kv_off: bool = False,
@@ -724,7 +726,9 @@ def engine_sizing(
     ``rocm_moe``: what DeepSeek-V4's MoE holds a token in vLLM's ROCm dummy forward beyond the layer's tensors and its
     source (engines/vllm/dsv4_workspace.py rocm_moe_rows); None: a model or GPU it does not serve.
     ``rocm_aiter_linear``: whether the command runs vLLM's AITER linear on ROCm (dsv4_workspace.py aiter_linear_on),
-    for V4's normed qr in FP8 from 0.29.0.
+    for V4's normed qr in FP8 from 0.29.0. ``rocm_wo_a_fp8``: whether its attention keeps wo_a FP8 (dsv4_workspace.py
+    wo_a_fp8_on: no bf16 copies, the FP8 projection from 0.31.0); None: taken as on where the release and GPU allow.
+    ``rocm_aiter_moe``: whether V4's experts run AITER's fused_moe (dsv4_workspace.py aiter_fused_moe_runs).
     ``rocm_fp8_pad``: the 256 B a row vLLM's ROCm build pads block-fp8 linear weights by after loading, in the load's
     measurement and so in the weights, and its source (engines/vllm/rocm_fp8_pad.py); None: none.
     ``all2all``: the expert-parallel all2all backend's buffers a GPU, made at load outside torch's allocator, and their
@@ -933,6 +937,7 @@ def engine_sizing(
                         layers=len(dsv4.compress_ratios) + (len(draft.dsv4_mtp_ratios) if draft is not None else 0),
                         hardware=hardware,
                         release=release,
+                        wo_a_fp8=rocm_wo_a_fp8,
                     )
                     if cached:
                         ws += cached
@@ -984,7 +989,8 @@ def engine_sizing(
                         logits += at_logits
                         how = f"{how}; the logits at their moment {logits:,} B: {at_how}"
             # and on ROCm, for the releases its eager forward was traced in (engines/vllm/dsv4_workspace.py)
-            if rocm_v4 and hidden_size and attention_heads and rocm_moe is not None and rocm_forward_applies(release):
+            traced = rocm_forward_applies(release, hardware=hardware, aiter_moe=rocm_aiter_moe)
+            if rocm_v4 and hidden_size and attention_heads and rocm_moe is not None and traced:
                 forward, forward_how = dsv4_rocm_forward_live(
                     dsv4,
                     tokens=max_num_batched_tokens,
@@ -996,10 +1002,11 @@ def engine_sizing(
                     moe_bytes=rocm_moe[0],
                     release=release,
                     aiter_linear=rocm_aiter_linear,
+                    wo_a_fp8=bool(rocm_wo_a_fp8),
                 )
                 forward_how += f"; {rocm_moe[1]}"
-            elif rocm_v4 and not rocm_forward_applies(release):
-                forward_unpriced = ROCM_FORWARD_UNPRICED
+            elif rocm_v4 and not traced:
+                forward_unpriced = rocm_forward_unpriced(release, hardware=hardware, aiter_moe=rocm_aiter_moe)
             peak = max(forward, sampler)
             peak_label = f"max(the forward's and sampler's peak {peak:,} B, the logits)"
             peak_how = f"{peak_label}: " + (sampler_how if sampler > forward else forward_how)

@@ -73,8 +73,8 @@ DeepSeek-R1 on 8 H200 at DP 8, 8,192 tokens a rank (M_full 65,536): without EP T
 2 x 65,536 x 8 x 7,168 x 2 B = 14.0 GiB from 0.18.0, at 0.17.x 2 x 16,384 x 8 x 7,168 x 2 B + the 65,536 x 7,168
 output = 4.38 GiB; with EP FlashInferExperts, 65,536 x 7,168 x 2 B = 0.88 GiB from 0.18.0.
 
-Not priced (0, said): other expert formats, a command that picks the kernel (--moe-backend; VLLM_USE_DEEP_GEMM or
-VLLM_MOE_USE_DEEP_GEMM set; VLLM_USE_FLASHINFER_MOE_FP8 set before 0.24.0, where the oracle stopped reading it), an
+Not priced (0, said): other expert formats, a command that picks the kernel (--moe-backend; VLLM_USE_DEEP_GEMM /
+VLLM_MOE_USE_DEEP_GEMM asking for DeepGEMM, ``_deep_gemm_asked``; VLLM_USE_FLASHINFER_MOE_FP8 set before 0.24.0, where the oracle stopped reading it), an
 all2all backend other than the default under DP (its buffers and chunking are another module's), EP with TP > 1 and
 DP > 1 (sequence-parallel MoE, ParallelConfig.use_sequence_parallel_moe: not read), AITER, releases before 0.14.0
 and GPUs other than SM90 (H100 / H200 / H20) and ROCm (INT4 W4A16 experts: SM90 and the SM100 family, from
@@ -239,6 +239,34 @@ def _aligned(n: int) -> int:
     return -(-n // ALIGN) * ALIGN
 
 
+# VLLM_USE_DEEP_GEMM and VLLM_MOE_USE_DEEP_GEMM (envs.py: bool(int(os.getenv(name, "1"))), both on by default from
+# 0.11.0; the 0.10.x wheels' VLLM_USE_DEEP_GEMM defaults to "0"). 0.14.x (oracle/fp8.py select_fp8_moe_backend, the
+# 0.14.0 wheel): DeepGEMM where VLLM_USE_DEEP_GEMM and moe_use_deep_gemm hold, the latter off at TP >= 8 unless
+# VLLM_MOE_USE_DEEP_GEMM is set, and where the deep_gemm package is installed (has_deep_gemm; not a Requires-Dist:
+# the rule prices a pip install's Triton) -- so VLLM_USE_DEEP_GEMM, either value, and VLLM_MOE_USE_DEEP_GEMM=0 leave
+# the pick as it is, and VLLM_MOE_USE_DEEP_GEMM set true asks for DeepGEMM (not read). From 0.15.0 (the 0.15.0, 0.17.0,
+# 0.20.0, 0.26.0 and 0.34.0 wheels): where either is set, DeepGEMM is forced if both are true (not read), else removed
+# from the candidates, which on SM90 and ROCm changes nothing: FlashInfer CUTLASS stands before DEEPGEMM in
+# _get_priority_backends' list and Hopper's block-FP8 reorder puts Triton or FlashInfer CUTLASS first (0.17.0 on),
+# and DeepGEMM serves no ROCm GPU
+DEEP_GEMM_ENVS = ("VLLM_USE_DEEP_GEMM", "VLLM_MOE_USE_DEEP_GEMM")
+
+
+def _deep_gemm_asked(env: dict[str, str], release: Release) -> bool:
+    """Whether the command's DeepGEMM switches ask vLLM ``release`` for the DeepGEMM MoE (``DEEP_GEMM_ENVS``), which
+    the rule does not price; a value vLLM would not parse as an integer counts as asked (not read)."""
+    values = {name: env[name] for name in DEEP_GEMM_ENVS if name in env}
+    if not values:
+        return False
+    try:
+        on = {name: int(v.strip()) != 0 for name, v in values.items()}
+    except ValueError:
+        return True
+    if release < FI_CUTLASS_SM90_FROM:  # 0.14.x: only VLLM_MOE_USE_DEEP_GEMM set true turns it on at TP >= 8
+        return on.get("VLLM_MOE_USE_DEEP_GEMM", False)
+    return all(on.get(name, True) for name in DEEP_GEMM_ENVS)
+
+
 def _set(env: dict[str, str], name: str) -> bool:
     """Whether the command sets an environment variable vLLM's envs.is_set would see."""
     return name in env
@@ -316,8 +344,8 @@ def profile_moe_workspace(
     if moe_backend not in ("", "auto"):
         return 0, f"no MoE workspace priced under the sampler (--moe-backend {moe_backend}: not read)"
     fp8 = not mxfp4 and not int4
-    if fp8 and (_set(env, "VLLM_USE_DEEP_GEMM") or _set(env, "VLLM_MOE_USE_DEEP_GEMM")):
-        return 0, "no MoE workspace priced under the sampler (the DeepGEMM switches set: not read)"
+    if fp8 and _deep_gemm_asked(env, release):
+        return 0, "no MoE workspace priced under the sampler (the DeepGEMM switches ask for DeepGEMM: not read)"
     if fp8 and vendor == "nvidia" and release < ENV_FI_GONE_FROM and _set(env, "VLLM_USE_FLASHINFER_MOE_FP8"):
         return 0, "no MoE workspace priced under the sampler (VLLM_USE_FLASHINFER_MOE_FP8 set: not read)"
     # VLLM_ALL2ALL_BACKEND: read to 0.15.x (config/parallel.py), named by no file of the 0.16.0 wheel on

@@ -78,14 +78,22 @@ VLLM_DEFAULTS_SOURCE = (
 )
 VLLM_LARGE_GPU_GIB = 70
 # vLLM's LLM class (UsageContext.LLM_CLASS: lm_eval's vllm backend, a script's LLM(...); engines/tpu_inference/
-# llm_class.py reads the commands) takes its own entries of the same tables: a device of >= 70 GiB that is not an A100
-# 16,384 batched tokens and 1,024 sequences, any other 8,192 and 256 (the OpenAI server's 8,192 / 1,024 and
-# 2,048 / 256). Read in the vllm 0.11.0, 0.11.2, 0.13.0, 0.14.1, 0.16.0, 0.18.0 and 0.20.0 wheels (PyPI)
-# vllm/engine/arg_utils.py (_set_default_args / get_batch_defaults); a GPU command of another release leaves them unread
-LLM_CLASS_READ = ((0, 11, 0), (0, 20, 99))
+# llm_class.py reads the commands) takes its own entries of the same tables: the large tier 16,384 batched tokens and
+# 1,024 sequences, any other 8,192 and 256 (the OpenAI server's 8,192 / 1,024 and 2,048 / 256). Read in the wheel
+# (PyPI) of every release from 0.8.4 to 0.34.0 (0.8.5.post1, 0.9.0.1, 0.10.1.1 and the patch releases included),
+# vllm/engine/arg_utils.py: EngineArgs._set_default_args_v1 (0.8.4-0.10.2), _set_default_args (0.11.0),
+# get_batch_defaults (0.11.1-0.34.0); every release's vllm/entrypoints/llm.py LLM.__init__ passes
+# usage_context=UsageContext.LLM_CLASS. The large tier is the OpenAI server's (above and below): a device named h100 or
+# h200 at 0.8.4, >= 70 GiB from 0.8.5, an A100 excluded from 0.9.0; from 0.28.0 a >= 160 GiB device is a tier of its
+# own whose LLM_CLASS entries are the same 16,384 / 1,024; from 0.33.0 a GB10 (compute capability 12.1) stays on the
+# small tier (get_batch_defaults is_gb10; k3plan has no GB10). 0.8.4-0.9.1 keep one default_max_num_seqs for every
+# usage context (1,024 / 256), 0.9.2 on a dict with the same LLM_CLASS values. Before 0.8.4 (the 0.8.0-0.8.3 wheels)
+# default_max_num_seqs is 1,024 on every device, a release k3plan did not read for its other rules: refused there
+LLM_CLASS_READ = ((0, 8, 4), (0, 34, 99))
 LLM_CLASS_SOURCE = (
-    "vllm 0.11.0-0.20.0 wheels (PyPI) vllm/engine/arg_utils.py EngineArgs._set_default_args / get_batch_defaults "
-    "(LLM_CLASS: >= 70 GiB and not an A100: 16384 / 1024, else 8192 / 256)"
+    "vllm 0.8.4-0.34.0 wheels (PyPI) vllm/engine/arg_utils.py EngineArgs._set_default_args_v1 (0.8.4-0.10.2) / "
+    "_set_default_args (0.11.0) / get_batch_defaults (0.11.1-0.34.0) (LLM_CLASS: the large tier 16384 / 1024, "
+    "else 8192 / 256)"
 )
 # vLLM's default max_num_seqs is cut to max_num_batched_tokens from 0.10.1 (EngineArgs._set_default_args_v1:
 # min(default_max_num_seqs[usage_context], self.max_num_batched_tokens), read in the 0.10.1, 0.10.2 and 0.11.0
@@ -924,12 +932,14 @@ def read(r: Reading) -> None:
             "price it with a TPU -H"
         )
     unset = [f for f in ("--max-num-batched-tokens", "--max-num-seqs") if f not in r.flags]
-    read_gpu = r.platform != "tpu" and r.release is not None and LLM_CLASS_READ[0] <= r.release <= LLM_CLASS_READ[1]
-    if r.llm_class is not None and unset and not read_gpu:
+    # the torch_tpu plugin (a TPU command off tpu-inference's route) takes the small tier's LLM_CLASS entries: an OOT
+    # platform whose get_device_total_memory raises, device_memory 0 (VLLM_DEFAULTS_SOURCE), at every release read
+    read_llm = r.release is None or LLM_CLASS_READ[0] <= r.release <= LLM_CLASS_READ[1]
+    if r.llm_class is not None and unset and not read_llm:
         raise K3PlanError(
             f"--serve: {r.llm_class} starts vLLM's LLM class (UsageContext.LLM_CLASS), whose defaults k3plan reads "
-            "for tpu-inference's route (a TPU command with --additional-config sharding) and on a GPU at vLLM "
-            f"0.11.0-0.20.x (fit --engine-version; {LLM_CLASS_SOURCE}); give "
+            "for tpu-inference's route (a TPU command with --additional-config sharding) and elsewhere at vLLM "
+            f"0.8.4-0.34.x (fit --engine-version; {LLM_CLASS_SOURCE}); give "
             + (f"{unset[0][2:].replace('-', '_')}=N in --model_args" if r.llm_class == LM_EVAL else unset[0])
         )
     get = r.get
@@ -1087,7 +1097,7 @@ def read(r: Reading) -> None:
         and r.device_gib is not None
         and r.device_gib >= VLLM_HUGE_GPU_GIB
     )
-    llm = r.llm_class is not None  # read_gpu above: 0.11.0-0.20.x, no huge tier, no 0.8.4 names
+    llm = r.llm_class is not None  # read_llm above: 0.8.4-0.34.x, the huge tier's LLM_CLASS entries the large one's
     source = (
         LLM_CLASS_SOURCE
         if llm
@@ -1112,7 +1122,7 @@ def read(r: Reading) -> None:
         source = BATCHED_DP_SOURCE
         r.chunk_source = f"vLLM's default max_num_batched_tokens {r.chunk}: {source}{doubled}"
     elif r.chunk is None:
-        r.chunk = ((16384 if large else 8192) if llm else 16384 if huge else 8192 if large else 2048) * scale
+        r.chunk = ((16384 if large or huge else 8192) if llm else 16384 if huge else 8192 if large else 2048) * scale
         r.chunk_source = f"vLLM's default max_num_batched_tokens {r.chunk}: {source}{doubled}"
     old_read = r.platform != "tpu" and r.release is not None and BATCH_CHECK_READ[0] <= r.release < BATCH_CHECK_READ[1]
     if seqs is None:
