@@ -134,7 +134,7 @@ def make_setup(
     engine_state_bytes: Optional[int] = None,
     fraction_scale: Optional[tuple[float, str]] = None,
     vision_whole: bool = False,
-    extra_weights: tuple[tuple[str, int, str], ...] = (),
+    extra_weights: tuple[tuple[str, int, str], ...] | None = None,
     lm_head_whole_tp: Optional[Cite] = None,
     shared_expert_whole: Optional[Cite] = None,
     dense_mlp_whole: Optional[Cite] = None,
@@ -165,7 +165,8 @@ def make_setup(
     serve command's DeepSeek-V4 compressor-state element, likewise (``Stack.with_state_bytes``); ``fraction_scale``: a factor the engine applies to its static memory fraction
     (``Stack.with_fraction_scale``); ``vision_whole``: the engine builds the vision tower whole on every device
     (``Stack.with_vision_whole``); ``extra_weights``: what a serve command's engine holds with the weights beside the
-    model's tensors, as its start check counts it (``Stack.with_extra_weights``); ``lm_head_whole_tp``: the engine splits the LM head over its whole TP group, every
+    model's tensors, as its start check counts it (``Stack.with_extra_weights``; None, a question without one: what the
+    stack's engine holds so at the setup's attention TP, ``Stack.engine_held``); ``lm_head_whole_tp``: the engine splits the LM head over its whole TP group, every
     device of a stage, where it holds it so (the cite; ``Stack.with_lm_head_whole_tp``); ``decode_graph``: SGLang's decode CUDA-graph batch as a serve command sets it and
     its release's cap on the default (``Stack.with_decode_graph``); ``shared_expert_whole``: the engine holds
     the shared experts whole on every device (the cite; ``Stack.with_shared_expert_whole``); ``dense_mlp_whole``: the
@@ -202,7 +203,7 @@ def make_setup(
         .with_expert_format(expert_format)
         .with_fraction_scale(fraction_scale)
         .with_vision_whole(vision_whole)
-        .with_extra_weights(extra_weights)
+        .with_extra_weights(extra_weights or ())
         .with_lm_head_whole_tp(lm_head_whole_tp)
         .with_shared_expert_whole(shared_expert_whole)
         .with_dense_mlp_whole(dense_mlp_whole)
@@ -296,6 +297,8 @@ def make_setup(
             f"{'; '.join(s.symbol.split(' (')[0] for s in sp.sources[:2])})"
         )
         st = at_mesh
+    if extra_weights is None:  # no serve command: what the engine holds with the weights, as its reading of one would
+        st = st.with_extra_weights(st.engine_held(m, hw, attn_tp=parallel.tp))
     if pp > 1:
         assert st.pipeline is not None  # a stack without pipeline rules refused --pp above
         link = hw.scale_out.name if topo.spans_slices else hw.scale_up.name

@@ -417,16 +417,13 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
             "sliding-window and compressed pools over a DCP group was not read; remove it"
         )
     if engine_rules(q.engine).pool_rule == "static" and hw.kind == "gpu":
-        from k3plan.engines.sglang.releases import DSV4_BF16_FROM, DSV4_KV_ARCHITECTURES, DSV4_KV_AT
+        from k3plan.engines.sglang.releases import DSV4_KV_ARCHITECTURES, DSV4_KV_AT, dsv4_kv_taken
 
-        # SGLang's DeepseekV4ForCausalLM takes fp8_e4m3 (auto's) or bfloat16 only, bfloat16 from 0.5.14
-        # (engines/sglang/releases.py DSV4_KV_AT); both size the pool at the same bytes a token (0.5.21 wheel,
+        # SGLang's DeepseekV4ForCausalLM takes fp8_e4m3 (auto's) or bfloat16 only, bfloat16 from 0.5.14, and not
+        # 'bf16' (no hook rewrites it first: engines/sglang/releases.py DSV4_KV_AT, dsv4_kv_taken; k3plan's launch
+        # line writes bfloat16, sglang_kv_flag); both size the pool at the same bytes a token (0.5.21 wheel,
         # pool_configurator.py DSV4PoolConfigurator.__init__: kv_bytes = qk_nope + 2 x qk_rope + 8, the FlashMLA slot)
-        taken = (
-            ("auto", "fp8_e4m3", "bfloat16")
-            if q.release is None or q.release >= DSV4_BF16_FROM
-            else ("auto", "fp8_e4m3")
-        )
+        taken = dsv4_kv_taken(q.release)
         if model.spec.architecture in DSV4_KV_ARCHITECTURES and q.kv_raw not in taken:
             raise K3PlanError(
                 f"--serve: --kv-cache-dtype {q.kv_raw}: SGLang refuses it for DeepseekV4ForCausalLM ('{q.kv_raw} is "

@@ -59,7 +59,7 @@ def setup_from(
     engine_state_bytes=None,
     fraction_scale=None,
     vision_whole=False,
-    extra_weights=(),
+    extra_weights=None,
     lm_head_whole_tp=None,
     shared_expert_whole=None,
     dense_mlp_whole=None,

@@ -90,6 +90,12 @@ class Engine:
     # nothing, builds the tower and refuses it at the stack's options, the warning that says so (keywords architecture,
     # tower_bytes, options, pp, vendor; None: no such refusal; SGLang's DeepSeek-V4.1: engines/sglang/vision.py)
     vision_refusal: Optional[Callable[..., Optional[str]]] = None
+    # (model, release=, hardware=, vendor=, attn_tp=, kv_dtype=) -> ((role, bytes a device, source), ...): what the
+    # engine on a GPU holds with the weights beside the model's tensors for a question without a serve command, as
+    # its serve reading holds them (SGLang: DeepSeek-V4's RoPE tables and V4.1's bf16 wo_a, engines/sglang/memory.py
+    # plain_loaded_extras over sglang_loaded_extras); read through Stack.engine_held by fit's setup and plan's weight
+    # columns. None: nothing such
+    loaded_extras: Optional[Callable[..., tuple[tuple[str, int, str], ...]]] = None
     # a model class that skips its tower where the command's --limit-mm-per-prompt sets every modality the tower
     # serves to 0: (architecture, the first release that does, the modalities, the source); a TPU plugin's
     # command (no release) is read at the plugin's vLLM, later than any first release here

@@ -75,6 +75,9 @@ class LaunchConfig(Frozen):
     refusals: tuple[str, ...] = ()
     # the bundled model priced (k3plan's name): MaxText's model_name is looked up by it (None: model_path is)
     model: str | None = None
+    # the model's architecture (ModelSpec.architecture): an engine that spells the KV dtype by it reads it (SGLang's
+    # DeepseekV4ForCausalLM takes bfloat16, not bf16: engines/sglang/releases.py sglang_kv_flag); None: not known
+    architecture: str | None = None
 
     @property
     def model_key(self) -> str:

@@ -796,6 +796,27 @@ class Stack(Spec):
         (): as it is."""
         return updated(self, extra_weights=tuple(terms)) if terms else self
 
+    def engine_held(self, model: Any, hardware: Any, *, attn_tp: int) -> tuple[tuple[str, int, str], ...]:
+        """What the stack's engine on ``hardware`` (a GPU) holds with the weights beside ``model``'s tensors for a
+        question without a serve command, at attention TP ``attn_tp``, the release the stack runs
+        (``engine_release``) and its KV dtype (``Engine.loaded_extras``: SGLang's DeepSeek-V4 RoPE tables and V4.1's
+        bf16 wo_a, as its serve reading holds them); () where the engine holds none or on a TPU. fit's setup puts them
+        in ``extra_weights`` (setup.make_setup) and plan's weight columns add them per row, so fit, fit --serve of
+        the same command and plan's rows hold one figure."""
+        from k3plan.engines.registry import engine_rules
+
+        rule = engine_rules(self.name).loaded_extras
+        if rule is None or hardware.kind != "gpu" or self.bound == "tpu":
+            return ()
+        return rule(
+            model,
+            release=None if self.engine_release is None else tuple(self.engine_release),
+            hardware=hardware.name,
+            vendor=hardware.vendor,
+            attn_tp=attn_tp,
+            kv_dtype=self.kv_cache.dtype,
+        )
+
     def with_lm_head_whole_tp(self, cite: Cite | None) -> Stack:
         """The stack with the LM head's vocabulary split over the whole TP group, every device of a stage
         (``lm_head_whole_tp``: the ``lm_head`` role's override ``vocab: tp_x_dp``, cited by ``cite``, where the

@@ -257,6 +257,7 @@ def launch_for(
             engine=engine,
             model_path=launch_model(model),
             model=model.name if hf_id(model.name) else None,
+            architecture=model.spec.architecture,
             tp=pick.tp,
             ep=pick.ep,
             dp=pick.dp,

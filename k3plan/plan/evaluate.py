@@ -8,7 +8,7 @@ Per-stack and per-hardware figures are looked up once and gathered by index.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from operator import attrgetter
 from typing import Any
 
@@ -17,6 +17,7 @@ import numpy as np
 from k3plan.budget.config import cache_columns, gather_columns
 from k3plan.budget.config import columns as config_columns
 from k3plan.engines.dsv4_layout import EntrySizes
+from k3plan.engines.registry import engine_rules
 from k3plan.evidence.value import Evidence, measures_hardware
 from k3plan.models import Model
 from k3plan.plan.space import Space
@@ -252,12 +253,41 @@ def weight_columns(*, space: Space, model: Model) -> tuple[WeightCols, dict[str,
     out = WeightCols(
         **{f.name: np.stack([getattr(w, f.name) for w in per_stack])[held, inverse] for f in fields(WeightCols)}
     )
+    # what the row's engine holds with the weights beside the model's tensors (Stack.engine_held), as fit's setup
+    held_bytes, tables = engine_held_columns(space=space, model=model)
+    if held_bytes.any():
+        multi = c.tp * c.dp * c.pp > 1  # step/weight_budget.py: the tables on every device of a mesh of more than one
+        out = replace(
+            out,
+            weights_bytes=out.weights_bytes + held_bytes,
+            replicated_bytes=out.replicated_bytes + np.where(multi, tables, 0),
+        )
     kinds: dict[str, np.ndarray] = {}
     for i, w in enumerate(per_stack):
         for k, mask in w.fallback_kinds.items():
             hit = mask[inverse] & (held == i)
             kinds[k] = kinds[k] | hit if k in kinds else hit
     return out, kinds
+
+
+def engine_held_columns(*, space: Space, model: Model) -> tuple[np.ndarray, np.ndarray]:
+    """Per configuration, (the bytes a device's engine holds with the weights beside the model's tensors, of them the
+    RoPE tables whole on every device): ``Stack.engine_held`` of the row's stack variant (its KV dtype) on the row's
+    GPU at the row's attention TP -- SGLang's DeepSeek-V4 RoPE tables and V4.1's bf16 wo_a -- as fit's setup holds
+    them (setup.make_setup, Stack.extra_weights; step/weight_budget.py counts the tables as replicated on a mesh of
+    more than one device). Zeros where no row's engine holds any."""
+    c = space.cols
+    held = np.zeros(c.tp.shape[0], dtype=np.int64)
+    whole = np.zeros(c.tp.shape[0], dtype=np.int64)
+    if not c.tp.size or all(engine_rules(st.name).loaded_extras is None for st in space.stacks):
+        return held, whole
+    first, inverse = _distinct([c.variant, c.hw, c.tp])
+    for k, i in enumerate(first):
+        terms = space.variants[int(c.variant[i])].engine_held(model, space.hardware[int(c.hw[i])], attn_tp=int(c.tp[i]))
+        rows = inverse == k
+        held[rows] = sum(n for _, n, _ in terms)
+        whole[rows] = sum(n for role, n, _ in terms if role == "rope_tables")
+    return held, whole
 
 
 def with_engram(w, *, model: Model, stack, tp: np.ndarray):
@@ -287,6 +317,10 @@ def stage_columns(*, space: Space, model: Model) -> list[StageCols]:
     top = int(c.pp.max(initial=1))
     out = [StageCols.zeros(n) for _ in range(top)]
     stacks, held = held_stacks(space)  # each row's stack as it runs on its GPU (the weights' format)
+    # what the row's engine holds with the weights beside the model's tensors, on every stage's devices as fit's
+    # budget holds them (Stack.extra_weights in step/weight_budget.py, a stage's weights included)
+    held_bytes, tables = engine_held_columns(space=space, model=model)
+    multi = c.tp * c.dp * c.pp > 1
     for si, st in enumerate(stacks):
         remainder = st.pipeline.remainder if st.pipeline else "before_last"
         for pp in np.unique(c.pp[held == si]):
@@ -305,8 +339,8 @@ def stage_columns(*, space: Space, model: Model) -> list[StageCols]:
                 )
                 w = with_engram(w, model=model, stack=st, tp=c.tp[first])
                 o = out[stage.index]
-                o.weights_bytes[rows] = w.weights_bytes[inverse]
-                o.replicated_bytes[rows] = w.replicated_bytes[inverse]
+                o.weights_bytes[rows] = w.weights_bytes[inverse] + held_bytes[rows]
+                o.replicated_bytes[rows] = w.replicated_bytes[inverse] + np.where(multi[rows], tables[rows], 0)
                 o.n_mla[rows] = stage.n_mla
                 o.n_kda[rows] = stage.n_kda
                 o.start[rows], o.end[rows] = stage.start, stage.end

@@ -553,3 +553,58 @@ def test_k3_s_launch_lines_pass_fit_serve(cli, stack, hardware, topology, splits
     _, launch = _launch("kimi-k3", stack, hardware, topology, splits)
     r = cli("fit", "-H", hardware, "-t", topology, "--serve", _command(launch.text))
     assert r.exit_code in (0, 1), r.output
+
+
+# --- session 52: DeepSeek-V4 / V4.1 on SGLang. DeepseekV4ForCausalLM asserts --kv-cache-dtype in [fp8_e4m3, bfloat16]
+# as given, with no hook rewriting bf16 first (sglang 0.5.14 wheel arg_groups/deepseek_v4_hook.py
+# apply_deepseek_v4_defaults, 0.5.15-0.5.23 arg_groups/overrides.py _deepseek_v4_kv_cache_dtype; V4.1's config is
+# mapped to the class, configs/deepseek_v41.py normalize_deepseek_v41_config): the line wrote 'bf16', which SGLang
+# refuses ('bf16 is not supported for DeepseekV4ForCausalLM') and fit --serve refused with it (exit 2). Each printed
+# line now starts under fit --serve, and fit --serve of it prices what fit without --serve priced, to the byte
+V4_LINES = [
+    ("deepseek-v4-flash", "sglang", (8, 8, 1)),
+    ("deepseek-v4-flash", "dp-attention", (1, 8, 8)),
+    ("deepseek-v4.1-flash", "sglang", (8, 8, 1)),
+    # attention TP 1 on SM100 with FP8 KV: 0.5.23's flashmla_mega (its extra RoPE tables and V4.1 layouts)
+    ("deepseek-v4.1-flash", "dp-attention", (1, 8, 8)),
+]
+
+
+@pytest.mark.parametrize("kv", ["fp8", "bf16"])
+@pytest.mark.parametrize(("model", "stack", "split"), V4_LINES, ids=[f"{m}-{s}" for m, s, _ in V4_LINES])
+def test_a_v4_launch_line_starts_under_serve_and_prices_what_fit_priced(cli, model, stack, split, kv):
+    import json
+    from types import SimpleNamespace
+
+    from k3plan.engines.serve import parse_serve
+    from k3plan.engines.stack import load_stack
+    from k3plan.hardware.loader import load_hardware
+    from k3plan.hardware.topology import parse_topology
+    from k3plan.models.loader import load_model
+    from k3plan.plan.deployment import launch_for
+
+    hw, m = load_hardware("nvidia-b200"), load_model(model)
+    st = load_stack(stack).bind(hw).for_model(m).with_kv_dtype(kv)  # as plan's space holds a row's variant
+    tp, ep, dp = split
+    pick = SimpleNamespace(tp=tp, ep=ep, dp=dp, pp=1, chunk_tokens=8192, kv_dtype=kv)
+    launch = launch_for(
+        pick=pick, hw=hw, stack=st, topology=parse_topology(hw, "8"), model=m, context=131072, max_num_seqs=16
+    )
+    assert launch.text is not None, launch.error
+    cmd = _command(launch.text)
+    flag = shlex.split(cmd)[shlex.split(cmd).index("--kv-cache-dtype") + 1]
+    assert flag == {"fp8": "fp8_e4m3", "bf16": "bfloat16"}[kv]
+    assert parse_serve(cmd, platform="gpu").kv_dtype == kv
+    served = cli("fit", "-H", "nvidia-b200", "-t", "8", "--serve", cmd, "--json")
+    assert served.exit_code in (0, 1), served.output  # the engine's verdict, never a refusal of the line (2)
+    plain = cli(
+        "fit", "-H", "nvidia-b200", "-t", "8", "-m", model, "--stack", stack, "--tp", str(tp), "--dp", str(dp),
+        "--ep", str(ep), "--context", "131072", "--chunk", "8192", "--kv-dtype", kv, "--json",
+    )  # fmt: skip
+    assert plain.exit_code in (0, 1, 3), plain.output
+    a, b = json.loads(plain.stdout), json.loads(served.stdout)
+    # one accounting: the weights with what SGLang holds beside the model's tensors (engines/sglang/memory.py
+    # sglang_loaded_extras: the RoPE tables, V4.1's bf16 wo_a), the KV, the reserve, the sequences
+    assert a["per_device"] == b["per_device"]
+    assert a["weights_by_role"] == b["weights_by_role"] and b["weights_by_role"]["rope_tables"] > 0
+    assert a["capacity"]["max_sequences"] == b["capacity"]["max_sequences"]

@@ -369,6 +369,34 @@ def test_the_table_row_charges_the_command_s_compressor_state_dtype_as_its_start
     assert bf16["per_device"]["state_bytes_per_sequence"] == 128 * 2 * flash.head_dim * 2 * 20 == 5_242_880
 
 
+@pytest.mark.parametrize("release", ["0.5.21", "0.5.23"])
+def test_v41_s_pending_pair_stays_f32_under_the_compressor_state_dtype(cli, flash41, release):
+    """SGLANG_DSV4_COMPRESS_STATE_DTYPE sizes SGLang's c4 and c128 compressor states only; DeepSeek-V4.1's layers have
+    ratios 0 / 1 / 2, and its ratio-2 pending-pair ring is float32 whatever the variable says, allocated so and sized
+    so (sglang 0.5.21-0.5.23 wheels: deepseek_v4_memory_pool.py _make_pair_state_pool dtype=torch.float32,
+    pool_configurator.py _get_c2_state_fixed_bytes torch.float32.itemsize; dsv4_pool.V41_PAIR_DTYPE_SOURCE). So a V4.1
+    command with bf16 states starts with the pool, the fixed pair state and the row of the same command without it."""
+    assert set(flash41.compress_ratios) == {0, 1, 2}
+    base = "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V4.1-Flash --tp 8 --language-model-only"
+    out = {}
+    for env in ("", "SGLANG_DSV4_COMPRESS_STATE_DTYPE=bf16 "):
+        r = cli("fit", "-H", "nvidia-b200", "-t", "8", "--serve", env + base, "--engine-version", release, "--json")
+        assert r.exit_code == 0, r.output
+        out[env] = json.loads(r.stdout)
+    f32, bf16 = out[""], out["SGLANG_DSV4_COMPRESS_STATE_DTYPE=bf16 "]
+    assert parse_serve("SGLANG_DSV4_COMPRESS_STATE_DTYPE=bf16 " + base, platform="gpu").dsv4_state_bytes == 2
+    for key in ("kv_pool_bytes", "kv_pool_tokens", "max_concurrency"):
+        assert bf16["engine"][key] == f32["engine"][key]
+    assert bf16["per_device"] == f32["per_device"] and bf16["capacity"] == f32["capacity"]
+    # the pair state, the pool's fixed bytes in ratio mode: _get_c2_state_fixed_bytes at 256 requests, ring 2 --
+    # ceil((257 x 2 + 2 + 1) / 2) x 2 = 518 rows of 2 x head_dim float32 a ratio-2 KV source
+    pool = sglang_dsv41_pool(
+        flash41, chunk=16384, max_running_requests=256, swa_ratio=0.1, form=v41_form_for_release((0, 5, 21))
+    )
+    n2 = sum(1 for i in flash41.csa2.kv_source_layer_ids if flash41.compress_ratios[i] == 2)
+    assert pool.fixed_bytes == 518 * 2 * flash41.head_dim * 4 * n2 and "pending-pair state" in pool.fixed_source
+
+
 def test_the_table_row_charges_the_command_s_draft_as_its_start_check_does(cli, flash):
     """A command's speculative decoding reaches the budget's charge a request: its draft tokens set the budget stack's
     verify width (Stack.for_spec_decode from SglangDraft.num_draft_tokens), which step/dsv4_cache.engine_charge hands

@@ -132,12 +132,23 @@ def _ll(tokens: int, experts: int = 256) -> int:
     return (raw + 128) // 128 * 128
 
 
+def _heap(rdma: int) -> int:
+    """What NVSHMEM maps for DeepEP's RDMA bytes (NVIDIA/nvshmem v3.4.5-0, the release sgl-project/sglang
+    docker/Dockerfile @004740a9 installs; engines/sglang/deepep.py NVSHMEM_SOURCE): its start maps one 512 MiB chunk
+    (NVSHMEM_CUMEM_GRANULARITY 2^29, set by DeepEP@9af0e0d0 deep_ep/buffer.py) and takes its 8 MiB + 2 MiB g buffers
+    from it; the RDMA bytes + their 128 B alignment that do not fit what is left get a chunk of their own, rounded up
+    to 512 MiB (mem_heap.cpp allocate_physical_memory_to_heap)."""
+    chunk = 2**29
+    own = rdma + 128 > chunk - 10 * 2**20
+    return chunk + (-(-(rdma + 128) // chunk) * chunk if own else 0)
+
+
 @pytest.mark.parametrize(
     ("mode", "buffer"),
     [
-        ("auto", _nvl(10) + _ll(128) + WORKSPACE),  # Buffer.num_sms 20: 10 channels x 256 at 8 ranks
+        ("auto", _nvl(10) + _heap(_ll(128)) + WORKSPACE),  # Buffer.num_sms 20: 10 channels x 256 at 8 ranks
         ("normal", _nvl(10) + WORKSPACE),
-        ("low_latency", _ll(128) + WORKSPACE),
+        ("low_latency", _heap(_ll(128)) + WORKSPACE),
     ],
 )
 def test_deepep_mode_prices_its_buffer_after_the_pool(cli, mode, buffer):
@@ -161,7 +172,7 @@ def test_deepep_buffer_beyond_what_the_fraction_leaves_wont_start(cli):
     )
     got = _engine(cli, cmd, "0.5.15")
     assert not got["starts"] and "DeepEP's buffer" in got["message"]
-    assert got["non_torch_bytes"] == _nvl(10) + _ll(1024) + WORKSPACE
+    assert got["non_torch_bytes"] == _nvl(10) + _heap(_ll(1024)) + WORKSPACE
     # at the default 128 tokens it fits
     assert _engine(cli, cmd.replace("=1024", "=128"), "0.5.15")["starts"]
 
@@ -195,8 +206,8 @@ def test_deepep_config_json_sizes_the_buffer_and_leaves_the_pool(cli):
     base = _engine(cli, deepep, "0.5.15")
     got = _engine(cli, f"SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK=256 {deepep} --deepep-config {TUNED}", "0.5.15")
     assert got["kv_pool_tokens"] == base["kv_pool_tokens"] and got["weights_bytes"] == base["weights_bytes"]
-    assert got["non_torch_bytes"] == _nvl(48) + _ll(256) + WORKSPACE
-    assert base["non_torch_bytes"] == _nvl(10) + _ll(128) + WORKSPACE
+    assert got["non_torch_bytes"] == _nvl(48) + _heap(_ll(256)) + WORKSPACE
+    assert base["non_torch_bytes"] == _nvl(10) + _heap(_ll(128)) + WORKSPACE
 
 
 @pytest.mark.parametrize(
@@ -242,6 +253,7 @@ def test_deepep_buffer_groups_beyond_one_nvlink_domain_take_the_larger_rdma():
     assert got is not None
     nvl = -(-(10 * 8 * 7 * 4 + 10 * 8 * 288 * SLOT) // 128) * 128
     rdma = -(-(10 * 2 * 18 * 2 * 4 + 10 * 2 * 140 * (SLOT + 16) * 2 + 1048576) // 128) * 128
-    assert got[0] == nvl + 8 * 20 + WORKSPACE + rdma
+    # the normal RDMA bytes (~89 MiB) fit the 512 MiB chunk NVSHMEM's start maps
+    assert got[0] == nvl + 8 * 20 + WORKSPACE + _heap(rdma) == nvl + 8 * 20 + WORKSPACE + 2**29
     auto = sglang_deepep_buffer(mode="auto", ranks=16, hidden=7168, experts=256, tokens=128, configs=None)
-    assert auto is not None and auto[0] == nvl + 8 * 20 + WORKSPACE + max(rdma, _ll(128))
+    assert auto is not None and auto[0] == nvl + 8 * 20 + WORKSPACE + _heap(max(rdma, _ll(128)))

@@ -15,6 +15,7 @@ from k3plan.engines.sglang.dsv4_pool import OLDEST_READ
 from k3plan.engines.sglang.eplb import redundant_expert_pad
 from k3plan.engines.sglang.fp4_scales import dsv4_fp4_expert_format
 from k3plan.engines.sglang.fraction_eras import era_fraction
+from k3plan.engines.sglang.memory import plain_loaded_extras
 from k3plan.engines.sglang.prefill_graph import prefill_graph
 from k3plan.engines.sglang.releases import (
     BY_RELEASE,
@@ -44,6 +45,8 @@ ENGINE = Engine(
     engram=dsv4.ENGRAM,
     # on GPUs SGLang: DeepSeek-V4.1's tower refused under DeepEP, which fit without --serve says (sglang/vision.py)
     vision_refusal=plain_vision_refusal,
+    # DeepSeek-V4's RoPE tables and V4.1's bf16 wo_a with the weights, as --serve holds them (sglang/memory.py)
+    loaded_extras=plain_loaded_extras,
     by_release=BY_RELEASE,  # --serve reads SGLang's DP-attention commands as this stack
     by_release_models=BY_RELEASE_MODELS,
     by_release_rules=BY_RELEASE_RULES,

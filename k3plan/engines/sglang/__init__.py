@@ -14,6 +14,7 @@ from k3plan.engines.sglang.eplb import redundant_expert_pad
 from k3plan.engines.sglang.flags import SGLANG_A2A_DEFAULT
 from k3plan.engines.sglang.fp4_scales import dsv4_fp4_expert_format
 from k3plan.engines.sglang.fraction_eras import era_fraction
+from k3plan.engines.sglang.memory import plain_loaded_extras
 from k3plan.engines.sglang.moe_padding import expert_shard_pad
 from k3plan.engines.sglang.prefill_graph import prefill_graph
 from k3plan.engines.sglang.releases import (
@@ -63,6 +64,8 @@ ENGINE = Engine(
     vision_tower_architectures=frozenset({"kimi_k25", "deepseek_v41"}),
     # DeepSeek-V4.1's tower refused under the stack's DeepEP default: fit without --serve says so (vision.py)
     vision_refusal=plain_vision_refusal,
+    # DeepSeek-V4's RoPE tables and V4.1's bf16 wo_a with the weights, as --serve holds them (sglang/memory.py)
+    loaded_extras=plain_loaded_extras,
     by_release=BY_RELEASE,
     by_release_models=BY_RELEASE_MODELS,
     by_release_rules=BY_RELEASE_RULES,

@@ -34,9 +34,21 @@ hints and deep_ep/buffer.py configs at hybrid-ep @94a9f8f6 are the same):
   B; + 128 B, aligned down to 128.
 - csrc/deep_ep.cpp ``Buffer::Buffer``: cudaMalloc of the NVLink bytes + 8 x (4 + 8 + 8) B of barrier signals and
   pointers where the NVLink bytes are > 0, and a 32 MiB workspace (csrc/kernels/configs.cuh NUM_WORKSPACE_BYTES);
-  ``Buffer::sync``: the RDMA bytes by internode::alloc from NVSHMEM's symmetric heap. What NVSHMEM maps beyond the
-  bytes asked (its heap maps in NVSHMEM_CUMEM_GRANULARITY chunks, 512 MiB as deep_ep/buffer.py sets it) is
-  NVSHMEM's, not read: not priced.
+  ``Buffer::sync``: the RDMA bytes by internode::alloc (nvshmem_align(128, bytes)) from NVSHMEM's symmetric heap,
+  where NVSHMEM runs (``Buffer.__init__``: more than one RDMA rank, or the low-latency mode) -- the RDMA bytes > 0.
+
+What NVSHMEM maps for it (``nvshmem_heap_bytes``; NVIDIA/nvshmem v3.4.5-0, the release SGLang's image installs:
+sgl-project/sglang docker/Dockerfile @004740a9 ``pip install nvidia-nvshmem-cu12==3.4.5``): deep_ep/buffer.py sets
+NVSHMEM_CUMEM_GRANULARITY 2^29 before NVSHMEM starts; on x86 the heap is the CUDA-VMM one
+(src/include/host/env/env_defs.h DISABLE_CUDA_VMM false off PPC64LE), whose granularity is the larger of that and the
+driver's (src/host/mem/mem_heap.cpp nvshmemi_symmetric_heap_vidmem_dynamic_vmm::reserve_heap), and which backs an
+allocation its mapped free space cannot hold with a new physical chunk of (size + alignment) rounded up to the
+granularity (allocate_symmetric_memory -> allocate_physical_memory_to_heap). NVSHMEM's own start allocates from the
+heap first (src/host/init/init.cu: the proxy's G_BUF_SIZE 8 MiB and G_COALESCING_BUF_SIZE 2 MiB g buffers,
+src/host/proxy/proxy.cpp, then nvshmemi_team_init's psync pools, src/host/team/team_internal.cpp), so one 512 MiB
+chunk is mapped before DeepEP asks, and DeepEP's RDMA bytes take a chunk of their own where they exceed what that
+first chunk has left. Not priced: NVSHMEM's IBGDA queue buffers outside the heap, and the teams' psync bytes in the
+first chunk's remainder (its few KiB only decide an RDMA size within them of 502 MiB).
 """
 
 from __future__ import annotations
@@ -93,6 +105,19 @@ SOURCE_META_BYTES = 8  # csrc/kernels/internode.cu SourceMeta: two ints
 MAX_TOPK = 128  # Config::get_*_buffer_size_hint kNumMaxTopK
 MAX_SCALES = 128  # kNumMaxScales
 PARAM_BYTES = 2  # _DeepEPDispatcherImplBase.params_bytes
+# NVSHMEM's heap (module docstring): the granularity DeepEP sets, and what NVSHMEM's start takes of the first chunk
+NVSHMEM_SOURCE = (
+    "deepseek-ai/DeepEP@9af0e0d0 deep_ep/buffer.py Buffer.__init__ (NVSHMEM_CUMEM_GRANULARITY 2 ** 29, NVSHMEM started "
+    "for more than one RDMA rank or the low-latency mode), csrc/deep_ep.cpp Buffer::sync (internode::alloc(num_rdma_bytes, "
+    "128)); NVIDIA/nvshmem v3.4.5-0 (sgl-project/sglang docker/Dockerfile @004740a9: nvidia-nvshmem-cu12==3.4.5) "
+    "src/host/mem/mem_heap.cpp nvshmemi_symmetric_heap_vidmem_dynamic_vmm::reserve_heap / allocate_symmetric_memory / "
+    "allocate_physical_memory_to_heap (a new chunk of size + alignment rounded up to the granularity), "
+    "src/include/host/env/env_defs.h (CUMEM_GRANULARITY, G_BUF_SIZE, G_COALESCING_BUF_SIZE, DISABLE_CUDA_VMM), "
+    "src/host/proxy/proxy.cpp and src/host/team/team_internal.cpp (the start's heap allocations)"
+)
+NVSHMEM_GRANULARITY = 2**29  # deep_ep/buffer.py NVSHMEM_CUMEM_GRANULARITY
+NVSHMEM_START_BYTES = 8 * MiB + 128 * 64 * 32 * 8  # env_defs.h G_BUF_SIZE + G_COALESCING_BUF_SIZE (proxy.cpp)
+RDMA_ALIGNMENT = 128  # internode::alloc(num_rdma_bytes, NUM_BUFFER_ALIGNMENT_BYTES)
 
 
 def _align(x: int, a: int) -> int:
@@ -138,6 +163,16 @@ def low_latency_hint(*, tokens: int, hidden: int, experts: int) -> int:
     return (total + NUM_BUFFER_ALIGNMENT_BYTES) // NUM_BUFFER_ALIGNMENT_BYTES * NUM_BUFFER_ALIGNMENT_BYTES
 
 
+def nvshmem_heap_bytes(rdma: int) -> int:
+    """The GPU bytes NVSHMEM's heap maps for DeepEP's ``rdma`` bytes (module docstring): the 512 MiB chunk its start
+    maps, and where the RDMA bytes (+ their 128 B alignment) exceed what that chunk has left after the start's g
+    buffers, a chunk of their own rounded up to 512 MiB. 0 without NVSHMEM (no RDMA bytes)."""
+    if rdma <= 0:
+        return 0
+    own = rdma + RDMA_ALIGNMENT > NVSHMEM_GRANULARITY - NVSHMEM_START_BYTES
+    return NVSHMEM_GRANULARITY + (_align(rdma + RDMA_ALIGNMENT, NVSHMEM_GRANULARITY) if own else 0)
+
+
 def _default_config(table: dict[int, tuple[int, int, int, int]], ranks: int) -> dict[str, int] | None:
     row = table.get(ranks)
     if row is None:
@@ -179,9 +214,16 @@ def sglang_deepep_buffer(
         parts.append(f"low-latency RDMA {ll:,} B ({tokens} tokens a rank, {experts} experts)")
         rdma = max(rdma, ll)
     meta = NUM_MAX_NVL_PEERS * (4 + 8 + 8) if nvl else 0
-    total = nvl + meta + NUM_WORKSPACE_BYTES + rdma
+    heap = nvshmem_heap_bytes(rdma)
+    total = nvl + meta + NUM_WORKSPACE_BYTES + heap
     return total, (
         f"{total:,} B: DeepEP's buffer under --deepep-mode {mode} over {ranks} ranks, hidden {hidden}: "
         + "; ".join(parts)
-        + f" (the RDMA bytes the larger, from NVSHMEM's heap), + the 32 MiB workspace ({DEEPEP_BUFFER_SIZE_SOURCE})"
+        + (
+            f" (the RDMA bytes the larger, from NVSHMEM's heap: {heap:,} B mapped in 512 MiB chunks, its start's "
+            f"chunk and {'one of their own' if heap > NVSHMEM_GRANULARITY else 'none more'}: {NVSHMEM_SOURCE})"
+            if heap
+            else ""
+        )
+        + f", + the 32 MiB workspace ({DEEPEP_BUFFER_SIZE_SOURCE})"
     )

@@ -231,6 +231,18 @@ V41_FORM_SOURCE = (
 )
 
 
+# SGLANG_DSV4_COMPRESS_STATE_DTYPE (engines/sglang/serve.py STATE_DTYPE_SOURCE) does not reach DeepSeek-V4.1's pool: the
+# variable sizes the c4 and c128 compressor states only, and V4.1's layers have ratios 0 / 1 / 2 (none of 4 or 128),
+# while its ratio-2 pending-pair ring is float32 whatever the variable says, in the allocator and the sizing alike
+V41_PAIR_DTYPE_SOURCE = (
+    "sglang 0.5.21-0.5.23 wheels (PyPI): sglang/srt/mem_cache/deepseek_v4_memory_pool.py _make_pair_state_pool "
+    "(CompressStatePool(..., dtype=torch.float32): 'the fp32 (kv, score) of an even token until its odd partner "
+    "arrives'; the variable's c4_state_dtype / c128_state_dtype reach _make_compress_state_pool, ratios 4 and 128, "
+    "alone), model_executor/pool_configurator.py DSV4PoolConfigurator._get_c2_state_fixed_bytes (state_rows x 2 x "
+    "head_dim x torch.float32.itemsize; _get_dsv4_compress_state_dtype_sizes read by the c4 and c128 terms only)"
+)
+
+
 def v41_form_for_release(release: tuple[int, int, int] | None) -> str:
     """DeepSeek-V4.1's pool form of a SGLang release (``V41_FORM_RELEASES``); None (no release): the main-branch read."""
     if release is None:
@@ -289,7 +301,8 @@ def sglang_dsv41_pool(
     low = sum((low_kv[r] + index) / r for r in sources)
     per_swa = swa_kv * layers
     infl = (layers + 1) / layers if draft_layers else 1.0
-    # the ratio-2 layers' pending-pair state, a ring a request slot (0.5.21 on: V41_FORM_SOURCE)
+    # the ratio-2 layers' pending-pair state, a ring a request slot (0.5.21 on: V41_FORM_SOURCE), f32 under any
+    # SGLANG_DSV4_COMPRESS_STATE_DTYPE (V41_PAIR_DTYPE_SOURCE)
     ring2 = 1 << (draft_tokens + 1).bit_length() if draft_tokens else 2
     c2_rows = -(-((max_running_requests + 1) * ring2 + ring2 + 1) // 2) * 2
     c2 = 0 if form == "main" else c2_rows * 2 * head * F32 * sources.count(2)
@@ -500,7 +513,7 @@ def dsv4_request_charge(
     figure a token; ``spec_tokens`` > 0 (V4): the draft's layer and rings as the check's pool reads a draft
     (``sglang_dsv4_pool``'s ``speculative``); ``state_bytes``: a compressor-state element (SGLANG_DSV4_COMPRESS_STATE_DTYPE: 4 f32, its default;
     2 bf16), V4's rings in a full token and its slot's c128 ring, as the check's pool reads it (V4.1's pool is read at
-    f32 by both)."""
+    f32 by both: the variable reaches no V4.1 state, V41_PAIR_DTYPE_SOURCE)."""
     from k3plan.engines.dsv4_layout import RequestCharge
     from k3plan.engines.release import release_text
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from k3plan.engines.flags import SGLANG_A2A, SGLANG_KV
 from k3plan.engines.launch_config import LaunchConfig, env_args, join_args, kv_spelling, option_args, option_flags
+from k3plan.engines.sglang.releases import DSV4_KV_ARCHITECTURES, sglang_kv_flag
 from k3plan.errors import K3PlanError
 
 
@@ -20,6 +21,10 @@ def sglang_command(cfg: LaunchConfig) -> str:
             f"SGLang launch for {cfg.hardware}: SGLang serves on GPUs; use --stack torchtpu-vllm or jax-native on a TPU"
         )
     kv = kv_spelling(cfg, SGLANG_KV, "SGLang (ServerArgs.kv_cache_dtype choices)")
+    if cfg.architecture in DSV4_KV_ARCHITECTURES:
+        # DeepseekV4ForCausalLM asserts fp8_e4m3 or bfloat16 as given ('bf16 is not supported'): its spelling, the
+        # figure fit priced (both size the pool alike) and the one fit --serve reads back (engines/sglang/releases.py)
+        kv = sglang_kv_flag(cfg.kv_dtype, cfg.architecture) or kv
     if not cfg.dp_attention and cfg.ep > cfg.tp:
         raise K3PlanError(
             f"SGLang without DP attention: experts split over one replica's {cfg.tp} TP ranks; "

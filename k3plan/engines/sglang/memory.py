@@ -547,10 +547,10 @@ def sglang_kv_pool(
 def sglang_dsv4_swa_tokens(setup, weights_bytes: int) -> tuple[int, str] | None:
     """SGLang's sliding-window pool a worker for DeepSeek-V4 (not V4.1's cap mode) at ``setup``'s stack defaults:
     --swa-full-tokens-ratio x the full tokens of its start check (memory.sglang_kv_pool: its static memory after
-    ``weights_bytes`` and the model's RoPE tables, the c128 states taken first), in whole pages (DSV4PoolConfigurator._compute_dsv4_sizes), in
+    ``weights_bytes``, the c128 states taken first; the setup's weights hold the model's RoPE tables already,
+    Stack.extra_weights from Stack.engine_held or a serve command's reading), in whole pages (DSV4PoolConfigurator._compute_dsv4_sizes), in
     the pool form of the release the setup runs (a serve command's, Stack.engine_release; else the newest read,
     engines/sglang/releases.py NEWEST_RELEASE); with the source. None for another model."""
-    from k3plan.engines.sglang.dsv4_buffers import sglang_dsv4_model_buffers
     from k3plan.engines.sglang.dsv4_pool import DSV4_RUNNING, form_for_release, sglang_dsv4_pool
     from k3plan.engines.sglang.releases import NEWEST_RELEASE
 
@@ -561,15 +561,12 @@ def sglang_dsv4_swa_tokens(setup, weights_bytes: int) -> tuple[int, str] | None:
     running = DSV4_RUNNING // max(setup.parallel.dp, 1)
     release = setup.stack.engine_release if setup.stack.engine_release is not None else NEWEST_RELEASE
     pool = sglang_dsv4_pool(d, max_running_requests=running, form=form_for_release(release))
-    # the RoPE tables the model builds, in the load's measurement before the pool (engines/sglang/dsv4_buffers.py)
-    tables, _, tables_how = sglang_dsv4_model_buffers(d, release=release, vendor=setup.hardware.vendor)
     sized = sglang_kv_pool(
         mem_fraction_static=frac,
         visible_bytes=setup.hardware.usable_bytes_per_device,
         visible_source=setup.hardware.name,
         hardware=setup.hardware.name,
         weights_bytes=weights_bytes,
-        buffers=(tables, tables_how),
         state_pool_bytes=0,
         state_source="",
         kv_bytes_per_token=0,
@@ -624,3 +621,24 @@ def sglang_loaded_extras(
     if wo_a:
         out.append(("wo_a_bf16", wo_a, wo_a_how))
     return tuple(out)
+
+
+def plain_loaded_extras(
+    model, *, release: Release | None, hardware: str, vendor: str, attn_tp: int, kv_dtype: str
+) -> tuple[tuple[str, int, str], ...]:
+    """``sglang_loaded_extras`` for a question without a serve command (Engine.loaded_extras, read through
+    Stack.engine_held by fit's setup and plan's weight columns): no draft, the release the stack runs (None: the
+    newest read, NEWEST_RELEASE, as a serve command that names none is read), and ``kv_dtype`` (k3plan's) as the launch
+    line writes it for the model (releases.py sglang_kv_flag), so fit without --serve holds what fit --serve of the
+    same command holds, to the byte."""
+    from k3plan.engines.sglang.releases import NEWEST_RELEASE, sglang_kv_flag
+
+    return sglang_loaded_extras(
+        model,
+        draft=None,
+        release=release if release is not None else NEWEST_RELEASE,
+        hardware=hardware,
+        vendor=vendor,
+        attn_tp=attn_tp,
+        kv_raw=sglang_kv_flag(kv_dtype, model.spec.architecture),
+    )

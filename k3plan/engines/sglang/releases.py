@@ -9,6 +9,7 @@ from __future__ import annotations
 from k3plan.engines.release import Release
 from k3plan.engines.sglang.dsv4_pool import BY_RELEASE as DSV4_BY_RELEASE
 from k3plan.engines.sglang.dsv4_pool import BY_RELEASE_MODELS as DSV4_MODELS
+from k3plan.engines.sglang.flags import KV
 
 # the newest SGLang release k3plan prices, 0.5.23 (the sglang wheel on PyPI, built 2026-10-30): a GPU question without
 # fit --engine-version is read as it (Engine.newest_release_read), as vLLM's is read as engines/vllm/releases.py
@@ -72,6 +73,27 @@ DSV4_KV_AT = (
     "sglang/srt/arg_groups/overrides.py _deepseek_v4_kv_cache_dtype (auto -> fp8_e4m3; bfloat16 on NPU; assert "
     "fp8_e4m3 or bfloat16)"
 )
+# the assert compares the string as given: no hook before it rewrites --kv-cache-dtype bf16 (a kv_cache_dtype choice,
+# which DeepSeek V3.2's DSA hook alone turns into bfloat16: 0.5.12-0.5.14 server_args.py ServerArgs.
+# _set_default_dsa_kv_cache_dtype, 0.5.15-0.5.23 arg_groups/overrides.py _dsa_kv_cache_dtype_default), so 'bf16' is
+# refused ('bf16 is not supported for DeepseekV4ForCausalLM') and a bf16 cache is written bfloat16
+DSV4_KV_FLAGS = {"fp8": "fp8_e4m3", "bf16": "bfloat16"}  # k3plan's KV dtype -> what DeepseekV4ForCausalLM takes
+
+
+def dsv4_kv_taken(release: Release | None) -> tuple[str, ...]:
+    """The --kv-cache-dtype values SGLang's DeepseekV4ForCausalLM starts with on a GPU at ``release`` (None: the
+    newest read): auto (set to fp8_e4m3), fp8_e4m3, and bfloat16 from DSV4_BF16_FROM (DSV4_KV_AT)."""
+    bf16 = release is None or release >= DSV4_BF16_FROM
+    return ("auto", "fp8_e4m3", "bfloat16") if bf16 else ("auto", "fp8_e4m3")
+
+
+def sglang_kv_flag(kv_dtype: str, architecture: str) -> str | None:
+    """SGLang's --kv-cache-dtype for k3plan's KV dtype ``kv_dtype`` on a model of ``architecture``
+    (ModelSpec.architecture): DeepseekV4ForCausalLM's spelling (DSV4_KV_FLAGS) for DeepSeek-V4 / V4.1, else the
+    kv_cache_dtype choice (flags.py KV); None where SGLang has none."""
+    return DSV4_KV_FLAGS.get(kv_dtype) if architecture in DSV4_KV_ARCHITECTURES else KV.get(kv_dtype)
+
+
 CHECKPOINT_KV_FROM: Release = (0, 5, 3)
 CHECKPOINT_KV_AT = (
     "sglang 0.5.3-0.5.6 wheels (PyPI), sglang/srt/model_executor/model_runner.py ModelRunner.init_memory_pool, 0.5.7-"
