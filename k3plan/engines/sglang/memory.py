@@ -93,6 +93,11 @@ SGLANG_MAMBA_RATIO = 0.9  # ServerArgs.mamba_full_memory_ratio's default (SGLANG
 SGLANG_MIN_POOL_TOKENS = 7
 # what SGLang's free-memory reading after the load holds that k3plan does not price: the pool an upper bound
 SGLANG_UNPRICED = "SGLang's non-torch memory (the CUDA context and NCCL's buffers, in the free memory it reads)"
+# what SGLang runs after sizing its pool, out of the 1 - mem_fraction_static share, that k3plan does not size (model_runner.py
+# ModelRunner.initialize: init_memory_pool, then init_cuda_graphs; the warm-up request once the server is up): its
+# capture is where commands near the share's edge fail ('Capture cuda graph failed: CUDA out of memory', the
+# sglang-38861 cases)
+SGLANG_AFTER_POOL = "the CUDA graphs it captures and the warm-up it runs after the pool"
 # where a log of the GPU gives the free memory before loading (FREE_BEFORE_LOAD), the context and NCCL are in it, at
 # the logged split; what the load adds outside the weights still is not
 SGLANG_UNPRICED_AFTER_LOG = (
@@ -527,7 +532,11 @@ def sglang_kv_pool(
         message=message,
         raised_at=raised_at,
         layout="full-token" if dsv4 is not None else "",
-        unpriced=unpriced + (SGLANG_SYMM_UNPRICED if symm_mem_bytes else ""),
+        # a verdict never rests silently on a lower bound: what SGLang runs after its pool and k3plan does not size
+        unpriced=unpriced
+        + (SGLANG_SYMM_UNPRICED if symm_mem_bytes else "")
+        + f"; nor {SGLANG_AFTER_POOL} in the {max(slack - post_pool - table_bytes, 0) / GiB:.2f} GiB the 1 - "
+        f"mem_fraction_static ({mem_fraction_static}) share leaves beside the pool",
         check_margin_bytes=(
             max(min(margin, slack - post_pool - table_bytes) if post_pool + table_bytes else margin, 0) if starts else 0
         ),
