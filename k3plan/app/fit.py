@@ -1036,10 +1036,17 @@ MLA_KV_LABEL = "MLA up-projected K/V over the context"
 EXPERT_IO_LABEL = "expert inputs, gate/up and outputs"  # step/temporaries.py _MOE_LABELS["expert_io_bytes"]
 # the models whose vLLM attention is MLAAttention (model_executor/layers/mla.py MultiHeadLatentAttentionWrapper, whose
 # profile-run allocation engines/vllm/mla_workspace.py sizes): deepseek_v2.py DeepseekV2MLAAttention (DeepSeek-V3 and
-# the Kimi-K2 checkpoints), kimi_k25.py over it, kimi_linear.py KimiMLAAttention (vllm 0.20.0 wheel). Not Kimi-K3, whose
-# own MLA layer zeroes its output without attention metadata (tests/engines/cases/vllm-inferencex-2371-k3-b300-tp8-1m),
-# nor DeepSeek-V4's attention
-MLA_PROFILE_ARCHS = ("deepseek_v3", "kimi_k2", "kimi_k25", "kimi_linear")  # model_type (ModelSpec.architecture)
+# the Kimi-K2 checkpoints), kimi_k25.py over it, kimi_linear.py KimiMLAAttention (vllm 0.20.0 wheel); Kimi-K3 on ROCm
+# (vllm/models/kimi_k3/amd/linear.py KimiMLAAttention over the wrapper, 0.28.0 wheel). Kimi-K3 on CUDA runs its own
+# MLA layer, which allocates nothing in the profile run (engines/vllm/mla_workspace.py k3_profile_mla); not
+# DeepSeek-V4's attention
+MLA_PROFILE_ARCHS = (
+    "deepseek_v3",
+    "kimi_k2",
+    "kimi_k25",
+    "kimi_linear",
+    "kimi_k3",
+)  # model_type (ModelSpec.architecture)
 
 
 def _vllm_profile_temp(served, setup: Setup, result: FitResult, lay, *, stack: str, kind: str) -> dict[str, Any]:
@@ -1138,12 +1145,14 @@ def _triton_caches(served, setup: Setup, result: FitResult, *, stack: str, kind:
 def _mla_allocation(served, setup: Setup, result: FitResult, lay, *, stack: str, kind: str) -> tuple[int, str] | None:
     """(bytes, source) of the tensor an MLA layer allocates in vLLM's profile run a GPU (engines/vllm/mla_workspace.py),
     for a model whose vLLM attention is MLAAttention; None elsewhere."""
-    from k3plan.engines.vllm.mla_workspace import profile_mla_allocation
+    from k3plan.engines.vllm.mla_workspace import K3_MLA_ARCH, k3_profile_mla, profile_mla_allocation
     from k3plan.engines.vllm.releases import NEWEST_RELEASE
 
     spec = setup.model.spec
     if kind != "gpu" or spec.mla is None or spec.architecture not in MLA_PROFILE_ARCHS or not lay.n_mla:
         return None
+    if spec.architecture == K3_MLA_ARCH and (k3 := k3_profile_mla(vendor=setup.hardware.vendor)) is not None:
+        return k3
     return profile_mla_allocation(
         release=_release(served, stack, kind) or NEWEST_RELEASE,
         max_model_len=result.workload.context_tokens,

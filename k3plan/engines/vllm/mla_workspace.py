@@ -90,6 +90,28 @@ def profile_mla_allocation(
     return got, how
 
 
+# Kimi-K3's vLLM model (vllm/models/kimi_k3, first in the 0.28.0 wheel; the package picks nvidia/ or amd/ by platform,
+# kimi_k3/__init__.py): on CUDA its own MLA layer (nvidia/mla.py) runs no MLAAttention, and its _attention returns at
+# once without attention metadata, as in the profile run's dummy forward ('if attn_metadata_by_layer is None:
+# attn_out.zero_(); return'): no tensor over the context is allocated; on ROCm the layer (amd/linear.py
+# KimiMLAAttention) is the generic MultiHeadLatentAttentionWrapper over MLAAttention, whose profile allocation is the
+# one above. Read in the 0.28.0 wheel (PyPI); k3plan prices the K3 bring-up images (before 0.28.0, code not public) by it.
+K3_MLA_ARCH = "kimi_k3"
+K3_NVIDIA_SOURCE = (
+    "vllm 0.28.0 wheel (PyPI) vllm/models/kimi_k3/nvidia/mla.py KimiK3 MLA layer _attention ('if "
+    "attn_metadata_by_layer is None: attn_out.zero_(); return': the profile run's dummy forward carries no attention "
+    "metadata, so no up-projected context is allocated), picked on CUDA by vllm/models/kimi_k3/__init__.py"
+)
+
+
+def k3_profile_mla(*, vendor: str) -> tuple[int, str] | None:
+    """(0, source) where vLLM's Kimi-K3 MLA layer allocates nothing over the context in the profile run (CUDA: its own
+    layer); None where its layer is MLAAttention (ROCm: profile_mla_allocation sizes it)."""
+    if vendor == "amd":
+        return None
+    return 0, f"vLLM's Kimi-K3 MLA layer on {vendor or 'CUDA'} allocates nothing in the profile run: {K3_NVIDIA_SOURCE}"
+
+
 # the releases whose worker profiles the CUDA graphs inside determine_available_memory on CUDA and sizes the MLA tensor
 # with the max_num_seqs x block_size floor (the 0.20.0, 0.20.1, 0.21.0, 0.23.0 and 0.27.0 wheels read), [from, to)
 GRAPH_PROFILE_READ: tuple[Release, Release] = ((0, 20, 0), ALIGNED_FROM)
