@@ -64,6 +64,12 @@ def main() -> None:
     p.add_argument("--max-model-len", type=int, default=2048)
     p.add_argument("--layers", type=int, default=4, help="the first N layers")
     p.add_argument("--out-sharding", choices=("runner", "same"), default="runner")
+    p.add_argument(
+        "--kinds",
+        default="",
+        help="the layers' attention in order, K (KDA) or M (MLA), instead of K3's first --layers (e.g. MM: two MLA "
+        "layers, to see whether their caches' copies are live at once)",
+    )
     a = p.parse_args()
     os.environ.setdefault("NEW_MODEL_DESIGN", "1")
     from k3plan.libtpu_env import quiet_libtpu
@@ -226,6 +232,8 @@ def main() -> None:
         return y @ w["up_lat"] + gated(x, w["sh_gate"], w["sh_up"], w["sh_down"])
 
     kinds = ["mla" if i + 1 in FULL_ATTN_LAYERS else "kda" for i in range(a.layers)]
+    if a.kinds:
+        kinds, a.layers = ["mla" if c == "M" else "kda" for c in a.kinds], len(a.kinds)
     caches = [cache if kind == "mla" else kda_state for kind in kinds]
     x = arg((t, D), bf, P(data, None))
 
@@ -268,7 +276,7 @@ def main() -> None:
     print_record(
         a,
         devs,
-        ("model", "tokens", "reqs", "blocks", "slots", "block", "max_model_len", "layers", "out_sharding"),
+        ("model", "tokens", "reqs", "blocks", "slots", "block", "max_model_len", "layers", "out_sharding", "kinds"),
         m,
         t0,
         ("temp_bytes", "argument_bytes", "output_bytes", "alias_bytes", "code_bytes"),
