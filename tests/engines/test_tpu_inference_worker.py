@@ -332,10 +332,16 @@ def test_the_k3_step_without_dp_attention_copies_every_mla_cache_the_records_say
         if r["kinds"].count("M"):
             assert mla == r["point"]["blocks"] * 1024 * 1280  # a layer's [512, 32, 32, 640] bf16 cache, whole
     runner, same = (
-        next(r for r in records if r["kinds"] == "MM" and r["point"]["out_sharding"] == o) for o in ("runner", "same")
+        next(
+            r for r in records if r["kinds"] == "MM" and r["point"]["tokens"] == 512 and r["point"]["out_sharding"] == o
+        )
+        for o in ("runner", "same")
     )
     assert same["alias_bytes"] == same["cache_bytes"]  # returned as it came in: aliased
     assert runner["temp_bytes"] - same["temp_bytes"] >= runner["cache_bytes"]  # both layers' copies live at once
+    # at warmup's first bucket (16 tokens) as at 512: the copies are the caches', not the bucket's
+    first = next(r for r in records if r["kinds"] == "MM" and r["point"]["tokens"] == 16)
+    assert first["alias_bytes"] == 0 and first["temp_bytes"] >= first["cache_bytes"]
     assert m.attention_cache_copies(options={"unsafe_mla_without_dp_attention": "1"}) == m.NO_DP_CACHE_COPY_SOURCE
     assert m.attention_cache_copies(options={}) is None
     assert (
