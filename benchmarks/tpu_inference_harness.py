@@ -68,6 +68,24 @@ def mesh_over(target: str, axis: str):
     return devs, Mesh(np.array(devs).reshape(shape), MESH_AXES)
 
 
+def mesh_of(target: str, sizes: dict[str, int]):
+    """(the topology's devices, the NEW_MODEL_DESIGN mesh with the axes ``sizes`` names at those sizes, the others 1;
+    one size 0 takes the devices the others leave): e.g. {'model': 8, 'expert': 0} on 'tpu7x:2x2x4' is the mesh
+    sharding_strategy tensor_parallelism 8 x expert_parallelism 4 builds without DP attention."""
+    import math
+
+    import numpy as np
+    from jax.experimental import topologies
+    from jax.sharding import Mesh
+
+    devs = topologies.get_topology_desc(platform="tpu", topology_name=target).devices
+    fixed = math.prod(v for v in sizes.values() if v)
+    shape = [sizes.get(name, 1) or len(devs) // fixed for name in MESH_AXES]
+    if math.prod(shape) != len(devs):
+        raise SystemExit(f"mesh {dict(zip(MESH_AXES, shape))} does not cover the {len(devs)} devices of {target}")
+    return devs, Mesh(np.array(devs).reshape(shape), MESH_AXES)
+
+
 def moe_parser(doc: str):
     """The arguments the MoE compiles of fused_moe_func share (benchmarks/tpu_inference_moe_compile.py, its GMM_TP
     twin): the engine's source, the topology, the point's tokens and the model's MoE shape; each adds its own."""

@@ -44,6 +44,15 @@ class HbmWorker:
     # cache (its blocks split across the devices): the blocks, tokens and the one-request check are counted over
     # the devices' pools together, and this names that code; "": the worker returns one device's pool
     sums_devices: str = ""
+    # where --num-gpu-blocks-override pins the pool of a model with state groups and the engine gives every layer its
+    # own array of the pinned blocks (the attention layers' pages and the state layers' slots alike, the compact state
+    # sizing skipped): this names that code, and the worker then holds those arrays, whatever the budget left; "":
+    # not priced (the pool read as the budget)
+    pinned_layers: str = ""
+    # where the compiled step holds a copy of every attention layer's cache (its donation refused): a function of
+    # keyword argument options (the stack's options the command set) returning the source, or None where it does not;
+    # the copies, a device's attention pages of every attention layer, are added to the step's temporaries
+    attention_cache_copies: Optional[Callable[..., Optional[str]]] = None
 
 
 # How an engine sizes its KV pool (fit --json's ``engine``): ``profile`` -- a fraction of HBM less the weights

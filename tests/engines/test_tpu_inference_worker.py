@@ -278,3 +278,97 @@ def test_the_step_temporaries_refuse_the_start_only_past_the_share_left():
     assert vllm_kv_pool(utilization=0.60, compiled_step=step, **common).starts
     refused = vllm_kv_pool(utilization=0.95, compiled_step=step, **common)
     assert not refused.starts and refused.message.startswith("RESOURCE_EXHAUSTED compiling the step")
+
+
+def _pinned(*, weights: int, step: int = 0, copies: str = "", override: int = 64, engine: str = "tpu-inference"):
+    """A hybrid pool pinned by --num-gpu-blocks-override: 2 attention layers of GiB // 64 a block, 6 state layers of
+    GiB // 128 a slot, 48 GiB seen, utilization 0.9."""
+    zero = Figure(0, "test")
+    return vllm_kv_pool(
+        engine=engine,
+        utilization=0.9,
+        visible_bytes=48 * GiB,
+        weights_bytes=weights,
+        activation_bytes=zero,
+        non_torch_bytes=zero,
+        visible_source="test",
+        page_bytes=GiB // 64,
+        block_tokens=16,
+        block_source="test",
+        n_attention=2,
+        n_state=6,
+        max_model_len=16,
+        worker_source=engine_rules(engine).hbm_worker.source,
+        hbm_worker=engine_rules(engine).hbm_worker,
+        compact_state_bytes=GiB // 128,
+        max_num_seqs=8,
+        num_gpu_blocks_override=override,
+        compiled_step=(step, "test step") if step else None,
+        attention_copies=copies,
+    )
+
+
+def test_a_pinned_hybrid_pool_holds_every_layer_s_own_array_of_the_pinned_blocks():
+    """tpu-inference@e65bd14c kv_cache_manager.py initialize_kv_cache: with --num-gpu-blocks-override the compact state
+    sizing steps aside and every layer of a shared_by group gets its own array of num_blocks = min(the tensor's
+    blocks, the override) (mamba_num_blocks = num_blocks): a device holds override x (attention layers x page + state
+    layers x slot), whatever the budget left -- here 64 x (2 x 16 MiB + 6 x 8 MiB) = 5 GiB."""
+    pool = _pinned(weights=20 * GiB)
+    assert pool.starts and pool.num_blocks.value == 64 and pool.kv_pool_bytes.value == 5 * GiB
+    assert "initialize_kv_cache" in pool.kv_pool_bytes.source and "mamba_num_blocks" in pool.kv_pool_bytes.source
+    # the arrays past what the weights leave of the device (640 blocks: 50 GiB): XLA's allocator refuses them
+    over = _pinned(weights=20 * GiB, override=640)
+    assert not over.starts and over.message.startswith("RESOURCE_EXHAUSTED allocating the KV cache")
+    # past the 3.2 GiB budget 40 GiB of weights leave, the compiled step runs in what the weights and the arrays leave
+    # (48 - 40 - 5 = 3 GiB), not in the 1 - utilization share (4.8 GiB)
+    assert _pinned(weights=40 * GiB, step=3 * GiB).starts
+    short = _pinned(weights=40 * GiB, step=3 * GiB + 1)
+    assert not short.starts and "the weights and the pinned arrays (45.00 GiB) leave" in short.message
+    # a step that copies every attention cache: 2 layers x 64 blocks x 16 MiB = 2 GiB more
+    assert not _pinned(weights=40 * GiB, step=GiB + 1, copies="copied").starts
+    assert _pinned(weights=40 * GiB, step=GiB, copies="copied").starts
+    # the torch_tpu plugin's pinned layout is not read: its pool stays the budget
+    plugin = _pinned(weights=20 * GiB, engine="torchtpu-vllm")
+    assert plugin.kv_pool_bytes.value == int(0.9 * 48 * GiB) - 20 * GiB
+
+
+def test_the_k3_step_without_dp_attention_copies_every_mla_cache_the_records_say():
+    """tpu-inference@e65bd14c without DP attention ('model' 8 x 'expert' 4): run_model's out_shardings split every
+    cache P(BATCH, KV_CONTEXT, KV_HEAD) where create_kv_caches allocated the MLA cache P(BATCH, KV_CONTEXT), so its
+    donation is refused and the MLA kernel writes a copy; compiled deviceless for tpu7x:2x2x4 from the engine's code
+    (reports/compile/tpu-inference-kimi-k3-nodp-step/records.json, benchmarks/tpu_inference_k3_nodp_step_compile.py,
+    jax 0.10.2): the KDA state aliases in place, no MLA cache does, and two MLA layers' copies are live at once
+    (against the same step returning each cache as it came in). K3's 24 MLA layers at the 512 pinned blocks: 15.00
+    GiB of copies, which with the 92 MoE layers' output buffers (5.03 GiB) overflow the 10.51 GiB the weights and the
+    pinned arrays leave (attempt 10 died in warmup); at 256 and 64 blocks they fit (attempts 12 and 11 served)."""
+    from pathlib import Path
+
+    from k3plan.engines.tpu_inference import memory as m
+
+    records = json.loads(
+        (Path(__file__).parents[2] / "reports/compile/tpu-inference-kimi-k3-nodp-step/records.json").read_text()
+    )
+    assert {r["mesh"]["model"] * 100 + r["mesh"]["expert"] for r in records} == {804}
+    kda = next(r["cache_bytes"] for r in records if r["kinds"] == "K")
+    for r in records:
+        mla = (r["cache_bytes"] - r["kinds"].count("K") * kda) // max(r["kinds"].count("M"), 1)
+        if r["point"]["out_sharding"] == "runner":
+            assert r["alias_bytes"] == r["kinds"].count("K") * kda  # the KDA state in place, no MLA cache
+        if r["kinds"].count("M"):
+            assert mla == r["point"]["blocks"] * 1024 * 1280  # a layer's [512, 32, 32, 640] bf16 cache, whole
+    runner, same = (
+        next(
+            r for r in records if r["kinds"] == "MM" and r["point"]["tokens"] == 512 and r["point"]["out_sharding"] == o
+        )
+        for o in ("runner", "same")
+    )
+    assert same["alias_bytes"] == same["cache_bytes"]  # returned as it came in: aliased
+    assert runner["temp_bytes"] - same["temp_bytes"] >= runner["cache_bytes"]  # both layers' copies live at once
+    # at warmup's first bucket (16 tokens) as at 512: the copies are the caches', not the bucket's
+    first = next(r for r in records if r["kinds"] == "MM" and r["point"]["tokens"] == 16)
+    assert first["alias_bytes"] == 0 and first["temp_bytes"] >= first["cache_bytes"]
+    assert m.attention_cache_copies(options={"unsafe_mla_without_dp_attention": "1"}) == m.NO_DP_CACHE_COPY_SOURCE
+    assert m.attention_cache_copies(options={}) is None
+    assert (
+        m.attention_cache_copies(options={"unsafe_mla_without_dp_attention": "1", "skip_jax_precompile": "1"}) is None
+    )

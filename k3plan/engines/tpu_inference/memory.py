@@ -91,8 +91,37 @@ NO_DP_STEP_SOURCE = (
     "vllm-project/tpu-inference@e65bd14c models/jax/kimi_k3.py KimiLinearForCausalLM._select_moe_backend "
     "(num_expert_parallelism > 1 -> MEGABLX_GMM; ATTN_DATA_EXPERT = expert_parallelism without DP attention, "
     "layers/common/sharding.py) and layers/jax/moe/sparse_moe.py sparse_moe_distributed_fwd, unchanged since 811f8e20; "
-    "the bucket max_num_batched_tokens x 1 DP rank; not compiled at this mesh"
+    "the bucket max_num_batched_tokens x 1 DP rank; compiled at this mesh among K3's first layers in "
+    "reports/compile/tpu-inference-kimi-k3-nodp-step (benchmarks/tpu_inference_k3_nodp_step_compile.py), the "
+    "buffers not compiled apart there: the step's temporaries grew ~0.48 GB a layer at 512 tokens, more than these, so "
+    "a lower bound"
 )
+
+# without DP attention the step's jit (models/common/model_loader.py run_model @e65bd14c: donate_argnums=1, the caches'
+# out_shardings kv_cache_sharding = P(BATCH, KV_CONTEXT, KV_HEAD) for every cache leaf) returns an MLA cache split over
+# KV_HEAD = ('model', 'expert'), 32 ways here, where create_kv_caches allocated it P(BATCH, KV_CONTEXT), whole on every
+# device (its packing axis, MLA_KV_PACKING_SIZE 32, is the one split): the donated cache cannot alias its output (jax:
+# "Some donated buffers were not usable: bfloat16[512,32,32,640]") and the MLA kernel's in-place write
+# (input_output_aliases) runs on a copy of it. Compiled deviceless for tpu7x:2x2x4 at 'model' 8 x 'expert' 4 under jax
+# 0.10.2 / libtpu 0.0.42.1 (reports/compile/tpu-inference-kimi-k3-nodp-step/records.json,
+# benchmarks/tpu_inference_k3_nodp_step_compile.py): the KDA state arrays alias in place, the MLA caches do not
+NO_DP_CACHE_COPY_SOURCE = (
+    "vllm-project/tpu-inference@e65bd14c models/common/model_loader.py run_model (out_shardings kv_cache_sharding = "
+    "P(BATCH, KV_CONTEXT, KV_HEAD) for every cache) against runner/kv_cache.py create_kv_caches (an MLA cache "
+    "P(BATCH, KV_CONTEXT)), the MLA v2 kernel's in-place cache write (kernels/mla/v2/kernel.py): each MLA cache "
+    "copied in the step, its donation refused; compiled in reports/compile/tpu-inference-kimi-k3-nodp-step "
+    "(benchmarks/tpu_inference_k3_nodp_step_compile.py)"
+)
+
+
+def attention_cache_copies(*, options: dict[str, str]) -> str | None:
+    """Where the JAX Kimi step without DP attention (stack option unsafe_mla_without_dp_attention=1, which the command
+    reader allows for kimi_k3.py alone) copies every MLA cache: NO_DP_CACHE_COPY_SOURCE; None elsewhere and where
+    SKIP_JAX_PRECOMPILE=1 compiles no step at start."""
+    if options.get(NO_DP_OPTION) != "1" or options.get("skip_jax_precompile") == "1":
+        return None
+    return NO_DP_CACHE_COPY_SOURCE
+
 
 # the compiled step of vLLM's DeepSeek-V3-family model code under attention DP (issue: Kimi-K2.6's 0.977 mlperf start,
 # tpu-inference-kimi-k2.6-v7x8-mlperf-0977-oom): read at e0e04e95 and compiled deviceless for tpu7x:2x2x1 under jax
@@ -235,6 +264,20 @@ SUMS_DEVICES = (
     "(the blocks sharded over BATCH = (dp, attn_dp))"
 )
 
+# --num-gpu-blocks-override on a model with KDA state groups (read at e65bd14c, the K3 no-DP attempts' code): the compact
+# sizing steps aside ("Skipped if the user pinned num_gpu_blocks_override"), vLLM sizes every KVCacheTensor at the pinned
+# blocks x the uniform page (attn_page + num_mamba_groups x mamba_unpadded), and initialize_kv_cache, which cannot
+# overlay a jax.Array of one type on another's bytes (duplicate_shared_layers), gives every layer of a tensor's shared_by
+# its own array: num_blocks = min(the tensor's blocks, the override) rounded to the BATCH divisor, attention layers
+# num_blocks pages (create_kv_caches), state layers mamba_num_blocks = num_blocks slots (the compact count unset)
+PINNED_LAYERS = (
+    "vllm-project/tpu-inference@e65bd14c tpu_inference/runner/kv_cache_manager.py KVCacheManager.initialize_kv_cache "
+    "(duplicate_shared_layers: one array a layer of every shared_by group; num_blocks = min(num_blocks, "
+    "cache_config.num_gpu_blocks_override) after the BATCH divisor; mamba_num_blocks = num_blocks when "
+    "_maybe_set_compact_mamba_num_blocks_override returned on the pinned override), runner/kv_cache.py "
+    "create_kv_caches (an MLA layer's pages P(BATCH, KV_CONTEXT)); the state arrays P(ATTN_DATA, ..., ATTN_HEAD)"
+)
+
 WORKER = HbmWorker(
     source=WORKER_SOURCE,
     # the worker's f-string ({total_hbm_used_gb=}GiB ...), over one device's share: it sums its devices
@@ -250,4 +293,6 @@ WORKER = HbmWorker(
     compact_short="uniform",
     step_temporaries=step_temporaries,
     sums_devices=SUMS_DEVICES,
+    pinned_layers=PINNED_LAYERS,
+    attention_cache_copies=attention_cache_copies,
 )

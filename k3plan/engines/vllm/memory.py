@@ -315,6 +315,8 @@ def vllm_kv_pool(
     tokens_by_concurrency: bool = False,
     compiled_step: tuple[int, str] | None = None,
     pool_devices: int = 1,
+    attention_dp: int = 1,
+    attention_copies: str = "",
 ) -> EngineSizing:
     """vLLM's pool as its worker and KV manager size it (module docstring); ``starts``: the engine's start
     checks pass (available > 0 and one max_model_len request fits: vLLM's _check_enough_kv_cache_memory).
@@ -346,7 +348,16 @@ def vllm_kv_pool(
     (``hbm_worker.sums_devices``: tpu-inference's mesh, every block split across it): the uniform pages' blocks, the
     tokens and the one-request check are over that many devices' ``available``; the pool stays a device's. 1: one
     device's (GPU vLLM, the torch_tpu plugin); DeepSeek-V4's groups and models with KDA state groups are counted a
-    device either way (their cache creation not read for it)."""
+    device either way (their cache creation not read for it).
+    ``attention_dp``: the ranks the pinned arrays' blocks are split over (the BATCH axis; 1 without attention DP):
+    where --num-gpu-blocks-override pins a pool with state groups and the engine gives every layer its own array
+    (``hbm_worker.pinned_layers``), a device holds num_gpu_blocks_override // attention_dp blocks of every attention
+    layer's page and every state layer's slot (``compact_state_bytes``), whatever the budget left; the start then
+    fails where the weights and those arrays overflow the device, and the compiled step's temporaries are checked
+    against what they leave rather than against the 1 - utilization share.
+    ``attention_copies``: where the compiled step holds a copy of every attention layer's cache, its source
+    (``hbm_worker.attention_cache_copies``): a device's attention pages (the pinned share, or the blocks the pool holds)
+    x the attention layers are added to ``compiled_step``; "": none."""
     cap = int(visible_bytes * utilization)
     available = cap - weights_bytes - int(activation_bytes.value) - int(non_torch_bytes.value)
     resident = weights_bytes + int(activation_bytes.value) + int(non_torch_bytes.value)
@@ -401,6 +412,29 @@ def vllm_kv_pool(
             f"({VLLM_OVERRIDE})"
         )
         blocks = num_gpu_blocks_override
+    pinned = 0  # the arrays a device holds where the override pins every layer's own array (hbm_worker.pinned_layers)
+    if (
+        num_gpu_blocks_override is not None
+        and hbm_worker is not None
+        and hbm_worker.pinned_layers
+        and st
+        and compact_state_bytes is not None
+        and dsv4 is None
+    ):
+        share = num_gpu_blocks_override // max(attention_dp, 1)
+        pinned = share * (n_attention * page_bytes + n_state * compact_state_bytes)
+        blocks_src += (
+            f"; held a device: {share:,} blocks x ({n_attention} attention layers x {page_bytes:,} B + {n_state} state "
+            f"layers x {compact_state_bytes:,} B) = {pinned:,} B, every layer its own array ({hbm_worker.pinned_layers})"
+        )
+    if attention_copies and compiled_step is not None and hbm_worker is not None and dsv4 is None:
+        held_blocks = num_gpu_blocks_override // max(attention_dp, 1) if num_gpu_blocks_override and pinned else blocks
+        copies = n_attention * held_blocks * page_bytes
+        compiled_step = (
+            compiled_step[0] + copies,
+            f"{compiled_step[1]}; + the attention caches' copies, {n_attention} layers x {held_blocks:,} blocks x "
+            f"{page_bytes:,} B = {copies:,} B ({attention_copies})",
+        )
     groups = att + st
     tokens = blocks // groups * block_tokens * dcp if groups else 0
     # DCP (DCP_SOURCE): a request's attention pages hold cdiv(max_model_len, dcp) tokens a rank; state pages do not split
@@ -496,6 +530,8 @@ def vllm_kv_pool(
                 break
     gib = GiB
     raised_at, code = "", ""
+    # the HBM the compiled step's temporaries run in: the 1 - utilization share, or what the pinned arrays leave
+    step_room = visible_bytes - weights_bytes - pinned if pinned else visible_bytes - cap
     if weights_bytes > visible_bytes:
         starts = False
         oom = "torch.OutOfMemoryError: CUDA out of memory" if hbm_worker is None else hbm_worker.weights_oom
@@ -558,12 +594,24 @@ def vllm_kv_pool(
         raised_at = VLLM_CHECK_AT
     elif backend_refusal is not None:
         starts, (message, raised_at), code = False, backend_refusal, "launch"
-    elif compiled_step is not None and hbm_worker is not None and compiled_step[0] > visible_bytes - cap:
+    elif pinned and hbm_worker is not None and weights_bytes + pinned > visible_bytes:
         starts = False
         message = (
+            f"RESOURCE_EXHAUSTED allocating the KV cache: the pinned arrays, {pinned / gib:.2f} GiB a device, beside "
+            f"the weights' {weights_bytes / gib:.2f} GiB exceed the {visible_bytes / gib:.2f} GiB the engine sees"
+        )
+        raised_at = hbm_worker.pinned_layers
+    elif compiled_step is not None and hbm_worker is not None and compiled_step[0] > step_room:
+        starts = False
+        left = (
+            f"the weights and the pinned arrays ({(weights_bytes + pinned) / gib:.2f} GiB) leave"
+            if pinned
+            else f"--gpu-memory-utilization {utilization} leaves"
+        )
+        message = (
             f"RESOURCE_EXHAUSTED compiling the step at its largest token bucket, after the KV cache: its temporaries, "
-            f"at least {compiled_step[0] / gib:.2f} GiB, exceed the {(visible_bytes - cap) / gib:.2f} GiB "
-            f"--gpu-memory-utilization {utilization} leaves ({compiled_step[1]})"
+            f"at least {compiled_step[0] / gib:.2f} GiB, exceed the {step_room / gib:.2f} GiB {left} "
+            f"({compiled_step[1]})"
         )
         raised_at = hbm_worker.source
     else:
@@ -587,7 +635,9 @@ def vllm_kv_pool(
     return EngineSizing(
         engine=engine,
         weights_bytes=Figure(weights_bytes, weights_source),
-        kv_pool_bytes=Figure(max(available, 0), pool_src),
+        kv_pool_bytes=Figure(pinned, f"the pinned arrays: {blocks_src}")
+        if pinned
+        else Figure(max(available, 0), pool_src),
         kv_pool_tokens=Figure(tokens, tokens_src),
         block_tokens=Figure(block_tokens, block_source),
         num_blocks=Figure(blocks, blocks_src),
@@ -861,6 +911,7 @@ def engine_sizing(
         )
     hbm_worker = None
     compiled_step: tuple[int, str] | None = None  # a TPU engine's compiled step's temporaries (HbmWorker)
+    attention_copies = ""  # where that step copies every attention cache (HbmWorker.attention_cache_copies)
     held_workspace = 0  # the MoE workspace in the profile peak (moe_workspace.py)
     sampler_alone = 0  # the sampler warm-up's live tensors alone (GPU vLLM)
     forward_unpriced = ""  # a V4 dummy forward k3plan did not trace (engines/vllm/dsv4_workspace.py)
@@ -877,6 +928,8 @@ def engine_sizing(
                 architecture=arch, options=step_options or {}, n_moe=n_moe, top_k=top_k, expert_in=width,
                 tokens=max_num_batched_tokens, dp=dp, expert_parallel=expert_parallel,
             )  # fmt: skip
+            if hbm_worker.attention_cache_copies is not None:
+                attention_copies = hbm_worker.attention_cache_copies(options=step_options or {}) or ""
     else:
         act = Figure(
             temp_bytes,
@@ -1166,6 +1219,8 @@ def engine_sizing(
         worker_source=worker,
         hbm_worker=hbm_worker,
         compiled_step=compiled_step,
+        attention_dp=step_model[4] if step_model is not None else 1,
+        attention_copies=attention_copies,
         auto_max_model_len=auto_max_model_len,
         num_gpu_blocks_override=num_gpu_blocks_override,
         compact_state_bytes=state_bytes_per_layer_unpadded if compact else None,
