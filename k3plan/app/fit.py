@@ -1306,7 +1306,12 @@ def _moe_workspace(served, setup: Setup, result: FitResult, *, kind: str) -> tup
     from k3plan.engines.vllm.moe_workspace import profile_moe_workspace
 
     args = _moe_forward_args(served, setup, result, stack=setup.stack.name, kind=kind)
-    return None if args is None else profile_moe_workspace(**args, all2all_backend=_all2all_backend(served))
+    if args is None:
+        return None
+    # the experts' K: a latent MoE's FusedMoE is built at the latent width (Kimi-K3's moe_hidden_size,
+    # engines/vllm/moe_workspace.py), every other model's at the hidden size (spec.moe.expert_in is then the hidden)
+    args["hidden"] = setup.model.spec.moe.expert_in
+    return profile_moe_workspace(**args, all2all_backend=_all2all_backend(served))
 
 
 def _rocm_moe(

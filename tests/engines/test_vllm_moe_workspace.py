@@ -193,12 +193,12 @@ def test_dp8_without_ep_puts_the_gathered_workspace_under_the_sampler(cli):
 # deepseek-ai/DeepSeek-V4-Flash's config.json (k3plan/models/bundled/deepseek-v4-flash): hidden_size,
 # moe_intermediate_size, num_experts_per_tok; moonshotai Kimi-K3's (k3plan/models/bundled/kimi-k3)
 V4F_HIDDEN, V4F_INTERMEDIATE, V4F_TOP_K = 4096, 2048, 6
-K3_HIDDEN, K3_INTERMEDIATE, K3_TOP_K = 7168, 3072, 16
+K3_LATENT, K3_INTERMEDIATE, K3_TOP_K = 3584, 3072, 16  # routed_expert_hidden_size: the experts' K
 
 
 def _mxfp4(release, fmt="ds_fp4", *, hardware="nvidia-h200", vendor="nvidia", tp=2, tokens=8192, **kw):
     hidden, inter, top_k = (
-        (V4F_HIDDEN, V4F_INTERMEDIATE, V4F_TOP_K) if fmt == "ds_fp4" else (K3_HIDDEN, K3_INTERMEDIATE, K3_TOP_K)
+        (V4F_HIDDEN, V4F_INTERMEDIATE, V4F_TOP_K) if fmt == "ds_fp4" else (K3_LATENT, K3_INTERMEDIATE, K3_TOP_K)
     )
     return profile_moe_workspace(
         release=release,
@@ -241,13 +241,29 @@ def test_mxfp4_experts_not_priced_where_not_read():
     assert _mxfp4((0, 26, 0), fmt="quark_mxfp4")[0] == 0  # another checkpoint's MXFP4 method
 
 
-def test_kimi_k3_mxfp4_experts_take_marlin_experts_on_hopper_0_28_to_0_31():
-    """Kimi-K3's CompressedTensorsW4A4Mxfp4MoEMethod takes MarlinExperts off SM100 (0.28.0-0.31.0 wheels): at TP 8,
-    N = 3,072 / 8 = 384 < K = 7,168, so 2 x 8,192 x 16 x 7,168 x 2 B = 3.50 GiB."""
-    k3 = 2 * 8192 * K3_TOP_K * K3_HIDDEN * 2
-    assert _mxfp4((0, 28, 0), "mxfp4", tp=8)[0] == _mxfp4((0, 31, 0), "mxfp4", tp=8)[0] == k3
-    assert _mxfp4((0, 27, 0), "mxfp4", tp=8)[0] == 0
+def test_kimi_k3_mxfp4_experts_take_marlin_experts_on_hopper_to_0_31():
+    """Kimi-K3's CompressedTensorsW4A4Mxfp4MoEMethod takes MarlinExperts off SM100 (0.27.0-0.31.0 wheels), its FusedMoE
+    at the latent width (models/kimi_k3/nvidia/model.py moe_hidden_size = routed_expert_hidden_size 3,584): at TP 8,
+    N = 3,072 / 8 = 384 < K = 3,584, so 2 x 8,192 x 16 x 3,584 x 2 B = 1.75 GiB. The K3 bring-up images pinned before
+    0.27.0 (no wheel has the model before it) are priced by that code."""
+    k3 = 2 * 8192 * K3_TOP_K * K3_LATENT * 2
+    for release in ((0, 25, 0), (0, 27, 0), (0, 28, 0), (0, 31, 0)):
+        assert _mxfp4(release, "mxfp4", tp=8)[0] == k3
     assert _mxfp4((0, 32, 0), "mxfp4", tp=8)[0] == 0
+
+
+def test_kimi_k3_mxfp4_method_reads_no_moe_backend():
+    """compressed_tensors_moe.py get_moe_method returns the MXFP4 method before any branch reads
+    kernel_config.moe_backend (0.27.0 / 0.28.0 wheels): --moe-backend marlin (the InferenceX H200 K3 PP2 x DP16
+    command) runs the same MarlinExperts; only deep_gemm_mega_moe changes K3's MoE (model.py use_mega_moe: not read).
+    Under EP over DP 16 at 1,024 tokens: M = 16,384 gathered rows, N = 2 x 3,072, workspace1 M x 16 x 3,584 (the output
+    M x 3,584 inside), workspace2 M x 16 x 6,144, x 2 B = 4.75 GiB."""
+    k3 = 2 * 8192 * K3_TOP_K * K3_LATENT * 2
+    assert _mxfp4((0, 28, 0), "mxfp4", tp=8, moe_backend="marlin")[0] == k3
+    assert _mxfp4((0, 28, 0), "mxfp4", tp=8, moe_backend="deep_gemm_mega_moe")[0] == 0
+    m = 16 * 1024
+    ep16 = m * K3_TOP_K * K3_LATENT * 2 + m * K3_TOP_K * 2 * K3_INTERMEDIATE * 2
+    assert _mxfp4((0, 25, 0), "mxfp4", tp=1, dp=16, ep=True, tokens=1024, moe_backend="marlin")[0] == ep16
 
 
 def _v4_engine(cli, max_model_len: int, backend: str = "") -> dict:

@@ -107,8 +107,15 @@ MXFP4 experts on Hopper through ``MarlinExperts`` (session 50), the same workspa
 - Kimi-K3 (compressed-tensors mxfp4-pack-quantized W4A16, k3plan's ``mxfp4``): quantization/compressed_tensors/
   compressed_tensors_moe/compressed_tensors_moe_w4a4_mxfp4.py ``CompressedTensorsW4A4Mxfp4MoEMethod.__init__`` takes
   ``MarlinExperts`` where CutlassExpertsMxfp4 is not supported (ops.mxfp4_experts_quant_supported, the compiled
-  capability check, not read: taken as off on Hopper) and the platform is not XPU, read in the 0.28.0, 0.30.0 and
-  0.31.0 wheels (the model is 0.28.0's on); from 0.32.0 not read here (0, said).
+  capability check, not read: taken as off on Hopper) and the platform is not XPU, read in the 0.27.0, 0.28.0, 0.30.0
+  and 0.31.0 wheels (PyPI; the 0.27.0 wheel the first with vllm/models/kimi_k3, none in the 0.25.0 and 0.26.0 ones, so
+  the K3 bring-up images pinned before 0.27.0 are priced by it, as mla_workspace.k3_profile_mla prices them); from
+  0.32.0 not read here (0, said). The method reads no --moe-backend (0.27.0 and 0.28.0: compressed_tensors_moe.py
+  get_moe_method returns it for any MXFP4 weights before the branch that reads kernel_config.moe_backend), so an
+  explicit --moe-backend still runs MarlinExperts; only ``deep_gemm_mega_moe`` changes K3's MoE (models/kimi_k3/nvidia/
+  model.py use_mega_moe: not read here, 0). K3's routed experts work in the latent: the FusedMoE's hidden_size is
+  model.py ``moe_hidden_size`` = routed_expert_hidden_size (3,584, not the 7,168 hidden), so K below is the latent
+  width, and N is 2 x padded_moe_intermediate_size (the intermediate, raised to 256 a TP shard without EP).
 
 ``MarlinExperts.workspace_shapes`` (every wheel above): workspace1 (M x top_k, max(N, K)), workspace2
 (M x top_k x max(2N, K)), the output (M, K), N the w13 shard's intermediate (marlin_moe_intermediate_size, half the
@@ -171,6 +178,7 @@ from __future__ import annotations
 
 from k3plan.engines.release import Release, release_text
 from k3plan.engines.vllm.attention_config import SM90, SM100_FAMILY
+from k3plan.engines.vllm.mega_moe import MEGA_MOE_BACKEND
 from k3plan.units import GiB
 
 MODULAR_TP_FROM: Release = (0, 14, 0)  # Fp8MoEMethod's modular kernel for TP (make_fp8_moe_kernel)
@@ -189,8 +197,13 @@ ACT_BYTES = 2  # the activations' dtype, bfloat16
 # MXFP4 experts through MarlinExperts on SM90 (module docstring): [from, to) for each checkpoint format
 MARLIN_MXFP4: dict[str, tuple[Release, Release]] = {
     "ds_fp4": ((0, 20, 0), (0, 32, 0)),  # DeepSeek-V4 / V4.1's Mxfp4MoEMethod; Humming first from 0.32.0
-    "mxfp4": ((0, 28, 0), (0, 32, 0)),  # Kimi-K3's CompressedTensorsW4A4Mxfp4MoEMethod, read 0.28.0-0.31.0
+    # Kimi-K3's CompressedTensorsW4A4Mxfp4MoEMethod, read 0.27.0-0.31.0; the K3 bring-up images pinned before 0.27.0
+    # (no wheel before it has the model, their code not public) are priced by it, as mla_workspace.k3_profile_mla is
+    "mxfp4": (MODULAR_TP_FROM, (0, 32, 0)),
 }
+# Kimi-K3's KimiMoE: getattr(config, "min_moe_intermediate_per_partition", 256) a TP shard without EP (0.27.0 / 0.28.0
+# models/kimi_k3/nvidia/model.py; the bundled config.json sets none)
+K3_MIN_SHARD = 256
 HUMMING_SM90_FROM: Release = (0, 32, 0)  # prioritize_humming: Humming ahead of Marlin on compute capability 9.0
 # INT4 W4A16 experts (Kimi-K2.x's compressed-tensors pack-quantized group 32): a modular kernel on the manager's buffer
 # from 0.23.0 (make_wna16_moe_kernel), fused_marlin_moe's per-call caches before (engines/vllm/marlin_moe.py)
@@ -216,11 +229,12 @@ HUMMING_SOURCE = (
     "FusedMoEKernelModularImpl._allocate_buffers, vllm/v1/worker/workspace.py WorkspaceManager"
 )
 MXFP4_SOURCE = (
-    "vllm 0.20.0 / 0.20.2 / 0.23.0 / 0.26.0 / 0.28.0 / 0.30.0 / 0.31.0 wheels (PyPI): DeepSeek-V4 "
+    "vllm 0.20.0 / 0.20.2 / 0.23.0 / 0.26.0 / 0.27.0 / 0.28.0 / 0.30.0 / 0.31.0 wheels (PyPI): DeepSeek-V4 "
     "quant_config get_quant_method -> quantization/mxfp4.py Mxfp4MoEMethod, fused_moe/oracle/mxfp4.py "
     "select_mxfp4_moe_backend / select_deepseek_v4_mxfp4_moe_backend / _get_priority_backends (TRTLLM MXFP8 and "
     "DeepGEMM FP4 on the SM100 family only, then MARLIN); Kimi-K3: compressed_tensors_moe_w4a4_mxfp4.py "
-    "CompressedTensorsW4A4Mxfp4MoEMethod (MarlinExperts off SM100, 0.28.0-0.31.0); MarlinExperts.workspace_shapes "
+    "CompressedTensorsW4A4Mxfp4MoEMethod (MarlinExperts off SM100, 0.27.0-0.31.0, no --moe-backend read), "
+    "models/kimi_k3/nvidia/model.py moe_hidden_size / padded_moe_intermediate_size; MarlinExperts.workspace_shapes "
     "(fused_marlin_moe.py, experts/marlin_moe.py from 0.23.0), modular_kernel.py FusedMoEModularKernel."
     "_allocate_buffers, vllm/v1/worker/workspace.py WorkspaceManager (kept after the dummy forward)"
 )
@@ -341,7 +355,13 @@ def profile_moe_workspace(
             )
             return 0, f"no MoE workspace priced under the sampler (vLLM {release_text(release)}: {why})"
     ep = expert_parallel and tp * dp > 1  # FusedMoEParallelConfig.make: use_ep needs more than one rank
-    if moe_backend not in ("", "auto"):
+    if mxfp4 == "mxfp4" and moe_backend == MEGA_MOE_BACKEND:
+        return (
+            0,
+            f"no MoE workspace priced under the sampler (--moe-backend {moe_backend}: Kimi-K3's MegaMoE, not read)",
+        )
+    # Kimi-K3's MXFP4 method picks MarlinExperts without reading --moe-backend (module docstring); other kernels' do
+    if moe_backend not in ("", "auto") and mxfp4 != "mxfp4":
         return 0, f"no MoE workspace priced under the sampler (--moe-backend {moe_backend}: not read)"
     fp8 = not mxfp4 and not int4
     if fp8 and _deep_gemm_asked(env, release):
@@ -375,6 +395,8 @@ def profile_moe_workspace(
             kernel = "FlashInferExperts" if ep else "TritonExperts"
     else:
         return 0, f"no MoE workspace priced under the sampler (the FP8 MoE kernel on {hardware} not read)"
+    if mxfp4 == "mxfp4" and not expert_parallel and tp > 1 and intermediate // tp < K3_MIN_SHARD:
+        intermediate = K3_MIN_SHARD * tp  # Kimi-K3's padded_moe_intermediate_size (module docstring)
     m_full = tokens * dp  # every DP rank's dummy batch, all-gathered (AgRsAll2AllManager.dispatch)
     n = 2 * intermediate if ep else 2 * intermediate // (tp * dp)
     k = hidden
