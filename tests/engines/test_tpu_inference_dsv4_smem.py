@@ -50,3 +50,21 @@ def test_unread_releases_and_no_precompile_are_not_refused():
 def test_max_num_reqs_floor():
     """max_num_reqs = max(dp x max_num_seqs, MIN_NUM_SEQS 8): one sequence on one rank still holds 8 rows."""
     assert table_bytes(max_model_len=1024, max_num_seqs=1, dp=1, state_block=16) == 8 * 64 * 4
+
+
+def test_the_rule_agrees_with_the_kernel_compiled_deviceless():
+    """reports/compile/tpu-inference-dsv4-smem/records.json: the engine's kernel at 8ead48e6 and b8692ff0, compiled for
+    tpu7x; every table the rule refuses (over 1 MiB) failed there with the engine's 'Allocation (size=...)' error, and
+    the nightly's sizes match the rule's bytes."""
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "reports/compile/tpu-inference-dsv4-smem/records.json"
+    records = json.loads(path.read_text())["records"]
+    for rec in records:
+        assert rec["table_bytes"] == rec["rows"] * rec["pages"] * 4
+        if rec["table_bytes"] > SMEM_BYTES:
+            assert rec["outcome"].startswith(f"Allocation (size={rec['table_bytes']}) would exceed memory (size=1048576)")
+    by = {(r["commit"][:8], r["pages"]): r["outcome"] for r in records}
+    assert by["8ead48e6", 4608].startswith("Allocation (size=1179648)")
+    assert by["b8692ff0", 576] == "compiled"

@@ -31,7 +31,10 @@ compressor.py, removed by #3310), not read: no check there.
 The SMEM capacity: jax's jax/_src/pallas/mosaic/tpu_info.py (jax 0.10.2) ChipVersion.TPU_7 / TPU_7X, TPU_V6E, TPU_V5E,
 TPU_V5P: smem_capacity_bytes = 1024 * 1024 ("1 MiB per core"), the engine's logged size=1048576. The table alone is
 compared (the operand the engine names); the kernel's other prefetched arrays (a rank's token positions, request
-indices, slot mapping) add to it, so a table just under 1 MiB may still fail: not priced.
+indices, slot mapping) add to it, so a table just under 1 MiB may still fail: not priced. The kernel itself, compiled
+deviceless for tpu7x (reports/compile/tpu-inference-dsv4-smem/records.json, benchmarks/
+tpu_inference_dsv4_smem_compile.py): 8ead48e6's HCA 64 x 4,608 table fails with the engine's error, b8692ff0's CSA 64 x
+576 compiles, 64 x 4,064 (1,040,384 B) compiles and 64 x 4,095 fails by 4.1K at 64 tokens (that unpriced margin).
 """
 
 from __future__ import annotations
