@@ -951,7 +951,13 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
             hardware=hw.name,
         ),
         backend_refusal=_backend_refusal(
-            served, dsv4=spec.dsv4 is not None, hardware=hw.name, vendor=hw.vendor, setup=setup
+            served,
+            dsv4=spec.dsv4 is not None,
+            hardware=hw.name,
+            vendor=hw.vendor,
+            setup=setup,
+            kind=hw.kind,
+            max_model_len=result.workload.context_tokens,
         ),
         # DeepSeek-V4.1's index keys in MXFP4 (engines/vllm/dsv4_pages.py dsv41_pages)
         fp4_indexer=served is not None and (served.attention or {}).get("indexer_kv_dtype") == "mxfp4",
@@ -1433,11 +1439,35 @@ def _release(served, stack: str, kind: str):
     return engine_rules(stack).newest_release_read if kind == "gpu" else None
 
 
-def _backend_refusal(served, *, dsv4: bool, hardware: str, vendor: str, setup: Setup) -> tuple[str, str] | None:
+def _backend_refusal(
+    served,
+    *,
+    dsv4: bool,
+    hardware: str,
+    vendor: str,
+    setup: Setup,
+    kind: str = "gpu",
+    max_model_len: int = 0,
+) -> tuple[str, str] | None:
     """What vLLM refuses at start on this GPU before sizing anything: a block-quantized fp8 layer whose TP share is
     not whole blocks (engines/vllm/fp8_block.py, on either GPU vendor), a setting its CUDA indexer builder refuses
     (engines/vllm/attention_config.py: the TPU plugin and ROCm build their own attention), a dense-MLA block the
-    decode kernel cannot split (engines/vllm/mla_block.py sm103_block_refusal, raised after the pool is sized)."""
+    decode kernel cannot split (engines/vllm/mla_block.py sm103_block_refusal, raised after the pool is sized); on a
+    TPU, a DeepSeek-V4 kernel whose scalar prefetch overflows SMEM when the step is compiled after the pool
+    (HbmWorker.dsv4_smem_refusal)."""
+    if kind == "tpu" and dsv4 and served is not None:
+        rules = engine_rules(setup.stack.name)  # the stack's engine (served.engine is the launcher's family)
+        worker = rules.hbm_worker
+        if worker is None or worker.dsv4_smem_refusal is None:
+            return None
+        return worker.dsv4_smem_refusal(
+            release=served.release,
+            max_model_len=max_model_len,
+            max_num_seqs=served.batch,
+            dp=served.dp,
+            block=served.block_size or rules.dsv4.block,  # the engine's DeepSeek-V4 block without --block-size
+            options=served.stack_options,
+        )
     if vendor in ("nvidia", "amd"):
         from k3plan.engines.vllm.fp8_block import padded_roles, row_parallel_refusal
 

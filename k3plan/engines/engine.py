@@ -53,6 +53,11 @@ class HbmWorker:
     # keyword argument options (the stack's options the command set) returning the source, or None where it does not;
     # the copies, a device's attention pages of every attention layer, are added to the step's temporaries
     attention_cache_copies: Optional[Callable[..., Optional[str]]] = None
+    # where a kernel the step compiles at start asks the TPU's scalar memory for more than it holds: a function of
+    # keyword arguments release, max_model_len, max_num_seqs, dp (the attention-DP ranks), block (the KV block) and
+    # options returning (the engine's error, where it is raised) or None; asked for DeepSeek-V4 only (tpu-inference's
+    # compressor kernel: engines/tpu_inference/dsv4_smem.py)
+    dsv4_smem_refusal: Optional[Callable[..., Optional[tuple[str, str]]]] = None
 
 
 # How an engine sizes its KV pool (fit --json's ``engine``): ``profile`` -- a fraction of HBM less the weights

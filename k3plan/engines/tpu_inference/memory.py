@@ -6,6 +6,7 @@ back to vLLM's uniform pages when they leave no attention block. Each rule is re
 from __future__ import annotations
 
 from k3plan.engines.engine import HbmWorker
+from k3plan.engines.tpu_inference.dsv4_smem import smem_refusal
 from k3plan.engines.tpu_inference.serve import JAX_KIMI_ARCHS, NO_DP_OPTION, VLLM_CODE
 
 COMMIT = "811f8e20"
@@ -295,4 +296,5 @@ WORKER = HbmWorker(
     sums_devices=SUMS_DEVICES,
     pinned_layers=PINNED_LAYERS,
     attention_cache_copies=attention_cache_copies,
+    dsv4_smem_refusal=smem_refusal,
 )
