@@ -715,6 +715,7 @@ def engine_sizing(
     vendor: str = "",
     vocab_size: int = 0,
     cudagraph: CudagraphEstimate | None = None,
+    captures_graphs: bool = False,
     backend_refusal: tuple[str, str] | None = None,
     fp4_indexer: bool = False,
     nvfp4: bool = False,
@@ -749,6 +750,9 @@ def engine_sizing(
 ) -> EngineSizing | None:
     """The sizing of the stack's engine from a fit's numbers; None where the stack's pool is not vLLM's
     (kv_pool method utilization_minus_profile: GPU vLLM; utilization_minus_resident: the torch_tpu plugin).
+    ``captures_graphs``: the command captures CUDA graphs after the pool (a GPU command without --enforce-eager or
+    cudagraph_mode NONE): a STARTS then names what the capture takes beyond the estimate, out of what the
+    utilization leaves (a verdict never rests silently on a lower bound).
     ``cudagraph``: vLLM's CUDA-graph estimate for the command (engines/vllm/cudagraph.py), subtracted with the
     non-torch memory (Worker.determine_available_memory: requested - non-KV - the estimate); None: not priced.
     ``release``: the vLLM release the command runs (fit --engine-version, else the newest read: engines/vllm/
@@ -1201,6 +1205,16 @@ def engine_sizing(
                 paging_source += (
                     f"; from 0.34.0 the default block is {EXT_DEFAULT_BLOCK}, unchanging it ({EXT_BLOCK_SOURCE})"
                 )
+    if gpu and captures_graphs and unpriced and ext_platform is None:
+        # the graphs are captured once the pool is allocated (gpu_model_runner.py capture_model after
+        # initialize_kv_cache), out of what --gpu-memory-utilization leaves: where a graph is larger than the
+        # estimate subtracted, the capture is where the start fails (the graph-OOM cases in tests/engines/cases)
+        unpriced += (
+            "; nor what its CUDA-graph capture takes after the pool"
+            + (" beyond the estimate it subtracts" if cudagraph is not None and cudagraph.bytes else "")
+            + f", in the {(visible - int(utilization * visible)) / GiB:.2f} GiB --gpu-memory-utilization "
+            f"{utilization:g} leaves outside its budget with the CUDA context"
+        )
     return vllm_kv_pool(
         engine=stack_name,
         utilization=utilization,
