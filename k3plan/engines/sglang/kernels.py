@@ -348,22 +348,22 @@ def routed_call_kernels(hardware: str) -> int:
     return 2 + 2 + sum(g.kernels for g in GLUE if g.suffix == ROUTED_CALL and g.path in ("both", path))
 
 
-def _joined(name: str, stage: str, all_to_all: bool) -> bool:
-    return any(
-        name.endswith(j.suffix) and j.phase in ("both", stage) and not (j.tp_only and all_to_all) for j in JOINED
-    )
+def _joined_suffixes(stage: str, all_to_all: bool) -> tuple[str, ...]:
+    """The suffixes of the ops SGLang folds into a neighbour's kernel in ``stage`` (``JOINED``), once a step: an op
+    joins where its name ends with one (str.endswith over the tuple)."""
+    return tuple(j.suffix for j in JOINED if j.phase in ("both", stage) and not (j.tp_only and all_to_all))
 
 
 def kernel_changes(ops: Iterable, stage: str) -> tuple[int, int]:
     """(op executions a step that launch no kernel of their own, activation-quantization kernels a step added) for
     ``ops`` (the step description's OpCost) in ``stage`` ('decode' or 'prefill'), as SGLang launches them."""
     ops = list(ops)
-    all_to_all = exchanges_all_to_all(ops)
+    suffixes = _joined_suffixes(stage, exchanges_all_to_all(ops))
     joined = quant = 0
     for op in ops:
         if op.kind in ("overhead", "collective"):
             continue
-        if _joined(op.name, stage, all_to_all):
+        if op.name.endswith(suffixes):
             joined += op.count
         elif op.kind in ("matmul", "grouped_matmul") and op.dtype in QUANTIZED_COMPUTE:
             quant += op.count
