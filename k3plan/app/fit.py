@@ -950,10 +950,8 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
             v41=spec.dsv4 is not None and spec.dsv4.csa2 is not None,
             hardware=hw.name,
         ),
-        captures_graphs=served is not None
-        and served.compilation is not None
-        and served.compilation.mode != "NONE"
-        and hw.kind == "gpu",
+        # read off a TPU only (engines/vllm/serve.py: None there)
+        captures_graphs=served is not None and served.compilation is not None and served.compilation.mode != "NONE",
         backend_refusal=_backend_refusal(
             served,
             dsv4=spec.dsv4 is not None,

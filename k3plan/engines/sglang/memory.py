@@ -453,6 +453,7 @@ def sglang_kv_pool(
         )
     )
     post_pool = symm_mem_bytes + a2a_bytes
+    after_pool = slack - post_pool - table_bytes  # what the share leaves for the graphs and the warm-up
     if dsv4 is not None and dsv4.window and dsv4.swa_ratio > 0 and follows(release, SWA_FLOOR_FROM):
         # DeepSeek-V4's sliding-window pool in ratio mode, checked as its sizes are computed (SWA_FLOOR_SOURCE): before
         # MemoryPoolConfig's check of the full tokens
@@ -535,11 +536,9 @@ def sglang_kv_pool(
         # a verdict never rests silently on a lower bound: what SGLang runs after its pool and k3plan does not size
         unpriced=unpriced
         + (SGLANG_SYMM_UNPRICED if symm_mem_bytes else "")
-        + f"; nor {SGLANG_AFTER_POOL} in the {max(slack - post_pool - table_bytes, 0) / GiB:.2f} GiB the 1 - "
+        + f"; nor {SGLANG_AFTER_POOL} in the {max(after_pool, 0) / GiB:.2f} GiB the 1 - "
         f"mem_fraction_static ({mem_fraction_static}) share leaves beside the pool",
-        check_margin_bytes=(
-            max(min(margin, slack - post_pool - table_bytes) if post_pool + table_bytes else margin, 0) if starts else 0
-        ),
+        check_margin_bytes=(max(min(margin, after_pool) if post_pool + table_bytes else margin, 0) if starts else 0),
         free_after_pool_bytes=(
             Figure(
                 visible_bytes - weights_bytes - state_pool_bytes - rank_tokens * kv_bytes_per_token - table[0],
