@@ -114,6 +114,32 @@ def deviceless_tpu_info(devs) -> None:
     tpu_info.get_tpu_info = lambda: info
 
 
+def mla_attention_local(kern, tp, *, max_num_seqs: int, transpose_kv_cache: bool):
+    """The per-shard body of tpu-inference's attention_interface.py mla_attention: the tuned block sizes for the
+    batched-decode and mixed cases looked up by their TuningKey (``tp``: the kernel's tuned_params module), then
+    ``kern``.mla_ragged_paged_attention; returns (the new cache, the output)."""
+
+    def mla_local(q, q_rope, kk, k_rope, c, *md):
+        def key(case):
+            return tp.TuningKey(
+                case=case, max_num_tokens=q.shape[1], actual_num_q_heads=q.shape[0], actual_lkv_dim=q.shape[2],
+                actual_r_dim=q_rope.shape[2], kv_dtype=c.dtype.name, q_dtype=q.dtype.name,
+                page_size_per_kv_packing=c.shape[1], kv_packing=c.shape[2], max_num_seqs=max_num_seqs,
+                pages_per_seq=md[1].shape[0] // md[0].shape[0],
+            )  # fmt: skip
+
+        bd, mx = tp.get_tuned_params(key("batched_decode")), tp.get_tuned_params(key("mixed"))
+        o, nc = kern.mla_ragged_paged_attention(
+            q, q_rope, kk, k_rope, c, *md, sm_scale=1.0,
+            num_kv_pages_per_block=(bd.num_kv_pages_per_block, mx.num_kv_pages_per_block, mx.num_kv_pages_per_block),
+            num_queries_per_block=(bd.num_queries_per_block, mx.num_queries_per_block, mx.num_queries_per_block),
+            decode_batch_size=bd.decode_batch_size, mixed_q_split=mx.q_split, transpose_kv_cache=transpose_kv_cache,
+        )  # fmt: skip
+        return nc, o
+
+    return mla_local
+
+
 def print_record(a, devs, point: tuple[str, ...], m, t0: float, fields: tuple[str, ...], **extra: object) -> None:
     """One JSON line: the topology and jax, the point (``point``: the argparse names), ``extra`` (the pools' or caches'
     bytes), XLA's memory analysis ``m`` (``fields``: keys of ANALYSIS, in order) and the seconds since ``t0``."""

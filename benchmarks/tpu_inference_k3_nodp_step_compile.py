@@ -41,7 +41,7 @@ from enum import Enum
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from tpu_inference_harness import mesh_of, print_record, stub, stub_package  # noqa: E402
+from tpu_inference_harness import mesh_of, mla_attention_local, print_record, stub, stub_package  # noqa: E402
 
 # Kimi-K3's config (k3plan/models/bundled/kimi-k3/config.json, text_config)
 FULL_ATTN_LAYERS = (4, 8, 12, 16, 20, 24, 28, 32, 36, 40, 44, 48, 52, 56, 60, 64, 68, 72, 76, 80, 84, 88, 92, 93)
@@ -151,24 +151,8 @@ def main() -> None:
     )  # fmt: skip
     nth, tnh, skh = P(None, data, None), P(data, None, None), P(data, None)
 
-    def mla_local(q, q_rope, kk, k_rope, c, *md):  # attention_interface.py mla_attention's body
-        def key(case):
-            return tp.TuningKey(
-                case=case, max_num_tokens=q.shape[1], actual_num_q_heads=q.shape[0], actual_lkv_dim=q.shape[2],
-                actual_r_dim=q_rope.shape[2], kv_dtype=c.dtype.name, q_dtype=q.dtype.name,
-                page_size_per_kv_packing=c.shape[1], kv_packing=c.shape[2], max_num_seqs=a.reqs,
-                pages_per_seq=md[1].shape[0] // md[0].shape[0],
-            )  # fmt: skip
-
-        bd, mx = tp.get_tuned_params(key("batched_decode")), tp.get_tuned_params(key("mixed"))
-        o, nc = kern.mla_ragged_paged_attention(
-            q, q_rope, kk, k_rope, c, *md, sm_scale=1.0,
-            num_kv_pages_per_block=(bd.num_kv_pages_per_block, mx.num_kv_pages_per_block, mx.num_kv_pages_per_block),
-            num_queries_per_block=(bd.num_queries_per_block, mx.num_queries_per_block, mx.num_queries_per_block),
-            decode_batch_size=bd.decode_batch_size, mixed_q_split=mx.q_split,
-            transpose_kv_cache=envs.MLA_TRANSPOSE_KV_CACHE,
-        )  # fmt: skip
-        return nc, o
+    # attention_interface.py mla_attention's body
+    mla_local = mla_attention_local(kern, tp, max_num_seqs=a.reqs, transpose_kv_cache=envs.MLA_TRANSPOSE_KV_CACHE)
 
     mla = jax.jit(
         jax.shard_map(

@@ -22,7 +22,7 @@ import types
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from tpu_inference_harness import mesh_over, print_record, stub, stub_package  # noqa: E402
+from tpu_inference_harness import mesh_over, mla_attention_local, print_record, stub, stub_package  # noqa: E402
 
 KDA_LAYERS = (1, 2, 3, 5, 6, 7, 9, 10, 11, 13, 14, 15, 17, 18, 19, 21, 22, 23, 25, 26)  # Kimi-Linear-48B's config
 NUM_LAYERS = 27
@@ -101,23 +101,8 @@ def main() -> None:
     mmeta = (arg((n * r,), i32, P(data)), arg((n * r * pps,), i32, P(data)), kmeta[1], kmeta[2])
     mt = axis.MLP_TENSOR
 
-    def mla_local(q, q_rope, kk, k_rope, c, *md):  # attention_interface.py mla_attention's body
-        def key(case):
-            return tp.TuningKey(
-                case=case, max_num_tokens=q.shape[1], actual_num_q_heads=q.shape[0], actual_lkv_dim=q.shape[2],
-                actual_r_dim=q_rope.shape[2], kv_dtype=c.dtype.name, q_dtype=q.dtype.name,
-                page_size_per_kv_packing=c.shape[1], kv_packing=c.shape[2], max_num_seqs=r,
-                pages_per_seq=md[1].shape[0] // md[0].shape[0],
-            )  # fmt: skip
-
-        bd, mx = tp.get_tuned_params(key("batched_decode")), tp.get_tuned_params(key("mixed"))
-        o, nc = kern.mla_ragged_paged_attention(
-            q, q_rope, kk, k_rope, c, *md, sm_scale=1.0,
-            num_kv_pages_per_block=(bd.num_kv_pages_per_block, mx.num_kv_pages_per_block, mx.num_kv_pages_per_block),
-            num_queries_per_block=(bd.num_queries_per_block, mx.num_queries_per_block, mx.num_queries_per_block),
-            decode_batch_size=bd.decode_batch_size, mixed_q_split=mx.q_split, transpose_kv_cache=False,
-        )  # fmt: skip
-        return nc, o
+    # attention_interface.py mla_attention's body
+    mla_local = mla_attention_local(kern, tp, max_num_seqs=r, transpose_kv_cache=False)
 
     mla = jax.jit(
         jax.shard_map(
