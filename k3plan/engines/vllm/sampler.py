@@ -19,8 +19,13 @@ unchanged at that fork's head b12eeaa2):
   (the random logits, the target rows' copy, their float32 copy and probabilities: 2(k+1) + 2k + 4k + 4k bytes an
   entry of rows x vocab) is 14 at k = 1, no more than the sampler's, and is not priced on its own.
 
-Not priced: the Triton top-k / top-p kernel's persistent [min(SMs, rows), vocab] float32 buffer (under 50 MiB on
-the GPUs in tests/engines) and FlashInfer's internal buffers in the first call.
+Not priced: FlashInfer's internal buffers in the first call, and the Triton top-k / top-p kernel's buffer, cached per
+device and live at the peak: ``[min(next_power_of_2(min(SMs, rows)), SMs), vocab]`` in the logits' float32 (vllm 0.18.0
+wheel, vllm/v1/sample/ops/topk_topp_triton.py apply_top_k_top_p_triton, _TRITON_BUFFER_CACHE), 132 x 129,280 x 4 B =
+65 MiB for DeepSeek's vocabulary on an H100 / H200 and 82 MiB for Kimi's 163,840, 73 MiB for DeepSeek on a B200's 148
+SMs. Read in session 53 (vnvpool) and left out: priced, it moves the logged pools by 0.06-0.08 GiB and no case across
+3% or its verdict (vllm-kamra-r1-0528-h200-tp8-8k-v0180 +2.69 -> +2.63 GiB, -b200-tp8-8k +3.42 -> +3.35,
+vllm-kamra-kimi-k2.5-h200-tp8-8k +2.77 -> +2.69), which a term needs to enter.
 
 Releases 0.11.1 to 0.16.x mask by sorting (``fit --engine-version``; read in the PyPI wheels of 0.11.1, 0.16.0 and
 0.17.0): vllm-project/vllm#26859 (2025-10-15, first released in 0.11.1) turned FlashInfer's sampler off unless
