@@ -50,3 +50,22 @@ def test_a_gpu_without_such_a_log_counts_from_its_usable_hbm_and_says_the_rest_i
     )
     assert "CUDA context" in eng["unpriced"]
     assert "beyond the logged free memory before loading" in _engine(cli, "nvidia-h200")["unpriced"]
+
+
+def test_the_h100_figure_is_the_lowest_load_begin_line_of_an_h100_tp8_log(cli):
+    """mystous/vllm_hybrid@f0569117 IDE_023_TSK_043_RAW_DATA.md section 31 (SGLang at --tp-size 8 on 'H100 80 GB x 8'):
+    '[2026-08-27 05:00:50 TP1] Load weight begin. avail mem=77.33 GB' (TP0 77.38, TP7 77.57): the minimum over ranks.
+    The DeepSeek-V4-Flash pqlet start (tests/engines/cases/sglang-pqlet-dsv4-flash-h100-tp8-1m-mfs085.yaml, logged
+    45.26 GB) reads within 3% with it and 4.2% over without it."""
+    free, source = FREE_BEFORE_LOAD["nvidia-h100-sxm"]
+    assert round(free / GiB, 2) == 77.33
+    assert "mystous/vllm_hybrid@f0569117" in source
+    flash = (
+        "sglang serve --model-path deepseek-ai/DeepSeek-V4-Flash --tp 8 --kv-cache-dtype fp8_e4m3 "
+        "--mem-fraction-static 0.85 --context-length 1048576 --max-running-requests 64"
+    )
+    r = cli("fit", "-H", "nvidia-h100-sxm", "-t", "8", "--engine-version", "0.5.19", "--serve", flash, "--json")
+    assert r.exit_code == 0, r.output
+    eng = json.loads(r.stdout)["engine"]
+    assert abs(eng["kv_pool_bytes"] / GiB / 45.26 - 1) < 0.03  # the pqlet log's 'available_bytes=45.26 GB'
+    assert "free memory before loading on an H100" in eng["sources"]["kv_pool"]

@@ -201,6 +201,15 @@ FREE_BEFORE_LOAD: dict[str, tuple[int, str]] = {
         "(TP1's 161.03 + 104.27, the same) (SemiAnalysisAI/InferenceX-app@a9df318e agentic-memory-sglang.json, log "
         "439758, SGLang 0.5.17, DeepSeek-V4-Pro: tests/engines/cases/sglang-inferencex-app-dsv4-pro-b300-tp8-mtp.yaml)",
     ),
+    "nvidia-h100-sxm": (
+        round(77.33 * GiB),
+        "SGLang's free memory before loading on an H100 80GB at TP 8, 77.33 GiB: '[2026-08-27 05:00:50 TP1] Load weight "
+        "begin. avail mem=77.33 GB', the lowest rank (TP0 77.38, TP7 77.57; 'Init torch distributed ends. ... mem "
+        "usage=1.25 GB' on TP0), SGLang of 2026-08 serving DeepSeek-R1-0528 at --tp-size 8 on 'H100 80 GB x 8' "
+        "(mystous/vllm_hybrid@f0569117 shadow_assists/features/IDE_023/whitepaper/IDE_023_TSK_043_RAW_DATA.md, section "
+        "31, eval/results/20260827_140008_tsk043_main_r1/r1_kt_hybrid/server.log: its experts on the CPU, so the load "
+        "line's mem usage is not the model's; the free memory before it is the GPU's)",
+    ),
     "amd-mi300x": (
         round((100.32 + 90.07) * GiB),
         "SGLang's free memory before loading on an MI300X at TP 16 over two nodes, 190.39 GiB: 'Load weight end. ... "
