@@ -952,6 +952,16 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         ),
         # read off a TPU only (engines/vllm/serve.py: None there)
         captures_graphs=served is not None and served.compilation is not None and served.compilation.mode != "NONE",
+        # what the capture takes after the pool at least, and where it fails (engines/vllm/cudagraph.py capture_need)
+        capture=_capture(
+            served,
+            setup,
+            result,
+            vendor=hw.vendor,
+            release=_release(served, st.name, hw.kind),
+            dsv4=spec.dsv4 is not None and spec.dsv4.csa2 is None,
+            hardware=hw.name,
+        ),
         backend_refusal=_backend_refusal(
             served,
             dsv4=spec.dsv4 is not None,
@@ -1523,6 +1533,42 @@ def _cudagraph(
         spec_method=getattr(served.speculative, "method", None),
         hardware=hardware,  # vLLM's default capture ceiling: 1024 on sm_10x from 0.28.0 (cudagraph.py default_ceiling)
     )
+
+
+def _capture(served, setup: Setup, result: FitResult, *, vendor: str, release, dsv4: bool, hardware: str):
+    """(what a vLLM GPU command's CUDA-graph capture takes after the pool at least, where the engine raises its OOM):
+    the graphs the command captures (engines/vllm/cudagraph.py cudagraph_plan) and k3plan's forward temporaries at
+    the largest capture size (budget/fit.py forward_temp_at); None where it captures none."""
+    if served is None or served.compilation is None or served.compilation.mode == "NONE":
+        return None
+    from k3plan.budget.fit import forward_temp_at
+    from k3plan.engines.vllm.cudagraph import (
+        CAPTURE_AT_V1,
+        CAPTURE_AT_V2,
+        capture_need,
+        cudagraph_plan,
+        default_ceiling,
+    )
+    from k3plan.engines.vllm.releases import model_runner_v2
+
+    plan = cudagraph_plan(
+        max_num_seqs=served.batch,
+        max_num_batched_tokens=result.workload.prefill_chunk_tokens,
+        num_speculative_tokens=served.draft.num_speculative_tokens if served.draft is not None else 0,
+        read=served.compilation,
+        ceiling=default_ceiling(hardware=hardware, release=release),
+        release=release,
+    )
+    if not plan.sizes:
+        return None
+    forward, how = forward_temp_at(setup, result.workload, plan.sizes[-1])
+    need = capture_need(plan, forward_bytes=forward, forward_source=how)
+    if need is None:
+        return None
+    v2, _ = model_runner_v2(
+        release=release, env=served.env, spec_method=getattr(served.speculative, "method", None), vendor=vendor, v4=dsv4
+    )
+    return need, CAPTURE_AT_V2 if v2 else CAPTURE_AT_V1
 
 
 def _with_serve(out: dict, result: FitResult, served) -> dict:

@@ -403,6 +403,37 @@ def v41_charge_unread(setup: Setup, workload: Workload) -> str | None:
     )
 
 
+def _config(setup: Setup, workload: Workload, extra: int = 0) -> tuple[Config[int], CacheLayout]:
+    """fit's one configuration row and its cache layout at ``workload`` (``extra``: bytes beside every stage's
+    weights)."""
+    spec, inv, hw, stack, par = setup.model.spec, setup.model.inventory, setup.hardware, setup.stack, setup.parallel
+    chunk = workload.prefill_chunk_tokens
+    reserve_fraction = stack.reserve_fraction(usable_bytes=hw.usable_bytes_per_device, tp=par.tp, pp=par.pp,
+                                              chunk=chunk, vendor=hw.vendor, dp=par.dp)  # fmt: skip
+    whole = cache_layout(spec=spec, stack=stack, parallel=par, hardware=hw.name, vendor=hw.vendor, chunk=chunk,
+                         context=workload.context_tokens)  # fmt: skip
+    cfg = config_row(spec=spec, stack=stack, expert_fmt=next((t.fmt for t in inv.text if t.role == "expert"), "bf16"),
+                     cache=whole, usable=hw.usable_bytes_per_device, reserve_fraction=reserve_fraction, parallel=par,
+                     chunk=chunk, context=workload.context_tokens, batch=workload.batch,
+                     stages=[(sw.weights_bytes + extra, st.n_mla, st.n_kda)
+                             for st, sw in zip(setup.stages, setup.stage_weights)])  # fmt: skip
+    return cfg, whole
+
+
+def forward_temp_at(setup: Setup, workload: Workload, tokens: int) -> tuple[int, str]:
+    """The analytic temporaries of one forward of ``tokens`` tokens over ``tokens`` of context (the prefill terms
+    fit's budget counts, ``Config.analytic_temps``, at that chunk): one layer's live buffers, a lower bound. For an
+    engine's forward at a token count other than the budget's chunk (a CUDA graph's capture size)."""
+    cfg, _ = _config(setup, replace(workload, prefill_chunk_tokens=tokens, context_tokens=tokens))
+    pre, _ = cfg.analytic_temps()
+    terms = point_terms(pre, bool(cfg.quantized))
+    said = ", ".join(f"{t.name} {t.bytes:,} B" for t in terms.terms if t.bytes)
+    return (
+        terms.total,
+        f"k3plan's analytic temporaries of a {tokens:,}-token forward (one layer's live buffers): {said}",
+    )
+
+
 def fit(
     setup: Setup,
     workload: Workload,
@@ -431,16 +462,7 @@ def fit(
     kind = ""
     if calibration is None and evidence and compiled is None:
         calibration, kind = default_evidence(setup) or (None, "")
-    chunk = workload.prefill_chunk_tokens
-    reserve_fraction = stack.reserve_fraction(usable_bytes=hw.usable_bytes_per_device, tp=par.tp, pp=par.pp,
-                                              chunk=chunk, vendor=hw.vendor, dp=par.dp)  # fmt: skip
-    whole = cache_layout(spec=spec, stack=stack, parallel=par, hardware=hw.name, vendor=hw.vendor, chunk=chunk,
-                         context=workload.context_tokens)  # fmt: skip
-    cfg = config_row(spec=spec, stack=stack, expert_fmt=next((t.fmt for t in inv.text if t.role == "expert"), "bf16"),
-                     cache=whole, usable=hw.usable_bytes_per_device, reserve_fraction=reserve_fraction, parallel=par,
-                     chunk=chunk, context=workload.context_tokens, batch=workload.batch,
-                     stages=[(sw.weights_bytes + extra, st.n_mla, st.n_kda)
-                             for st, sw in zip(setup.stages, setup.stage_weights)])  # fmt: skip
+    cfg, whole = _config(setup, workload, extra)
     temp, temp_prefill, temp_decode = _temp(
         setup, workload, cfg, calibration, kind, warnings, evidence, compiled, graph
     )
@@ -514,8 +536,8 @@ def fit(
         replicated=[f for sw in setup.stage_weights for f in sw.fallbacks],  # every stage's (pp: a tensor is in one)
         warnings=warnings,
         notes=list(setup.notes) + notes_pp + list(spec.notes) + absorbed_notes(stack, wb),
-        provenance=provenance(setup, layout=layout, chunk=chunk, context=workload.context_tokens,
-                              reserve_fraction=reserve_fraction,
+        provenance=provenance(setup, layout=layout, chunk=workload.prefill_chunk_tokens, context=workload.context_tokens,
+                              reserve_fraction=cfg.reserve_fraction,
                               draft_bytes_per_device=draft_bytes_per_device, engram=engram, draft_kv=draft_kv,
                               temp_prefill=temp_prefill.source,
                               temp_decode=temp_decode.source),

@@ -576,3 +576,57 @@ def serve_estimate(
         rocm=vendor != "nvidia",  # here a ROCm release before ROCM_PROFILED_FROM: not profiled
         piecewise_captured=captured,
     )
+
+
+# What the capture holds after the pool (the start check on it: engines/vllm/memory.py engine_sizing, capture_room).
+# Read in the vllm 0.21.0 wheel (PyPI): the worker sizes the pool inside memory_profiling, whose exit runs gc.collect()
+# and torch.accelerator.empty_cache() (vllm/utils/mem_utils.py memory_profiling), so the profile run's transient peak
+# is given back before the pool is allocated; Worker.compile_or_warm_up_model (vllm/v1/worker/gpu_worker.py) then runs
+# the compile sizes eagerly, the kernel warm-up, GPUModelRunner.capture_model (vllm/v1/worker/gpu_model_runner.py
+# _capture_cudagraphs -> _warmup_and_capture -> _dummy_run under CUDAGraphWrapper's torch.cuda.graph,
+# vllm/compilation/cuda_graph.py), then (V1) a dummy forward and sampler run at min(max_num_seqs,
+# max_num_batched_tokens) outside any graph. Every graph is captured into the one global graph pool
+# (current_platform.get_global_graph_pool()), the sizes largest first (CudagraphDispatcher.get_capture_descs), a graph
+# keeping its output only as a weak reference, so the pool holds about the largest graph's live intermediates; each
+# graph also holds the driver's executable graph, which no code sizes (profile_cudagraph_memory's floor: 'Use at
+# least 1 MiB per graph for driver overhead'). Model Runner V2 (vllm/v1/worker/gpu/cudagraph_utils.py
+# CudaGraphManager.capture, 0.28.0 wheel) captures the same way: one global pool, PIECEWISE before FULL ('PIECEWISE
+# has larger activations so FULL activations should fit in already allocated buffers in the graph pool'), each
+# mode's sizes largest first. A capture's need is so at least the forward's temporaries at the largest size plus the
+# floor a graph; the drafter's graphs (V1 _dummy_run's drafter.dummy_run, inside each capture) are not counted: a
+# lower bound. A failed capture raises torch.OutOfMemoryError ('CUDA out of memory'; 'HIP out of memory' on ROCm).
+CAPTURE_SOURCE = (
+    "vllm 0.21.0 wheel (PyPI): vllm/utils/mem_utils.py memory_profiling (empty_cache on exit), vllm/v1/worker/"
+    "gpu_worker.py Worker.compile_or_warm_up_model, vllm/v1/worker/gpu_model_runner.py GPUModelRunner.capture_model "
+    "(one global graph pool, sizes largest first, at least 1 MiB a graph in profile_cudagraph_memory); vllm 0.28.0 "
+    "wheel vllm/v1/worker/gpu/cudagraph_utils.py CudaGraphManager.capture (Model Runner V2, the same pool)"
+)
+CAPTURE_AT_V1 = "vllm/v1/worker/gpu_model_runner.py GPUModelRunner.capture_model (Worker.compile_or_warm_up_model)"
+CAPTURE_AT_V2 = "vllm/v1/worker/gpu/cudagraph_utils.py CudaGraphManager.capture (Worker.compile_or_warm_up_model)"
+
+
+class CaptureNeed(Frozen):
+    """What a command's CUDA-graph capture takes after the pool, at least: ``bytes`` and how it is made up."""
+
+    __coerce__ = False
+
+    bytes: int
+    source: str
+
+
+def capture_need(plan: CudagraphPlan, *, forward_bytes: int, forward_source: str) -> CaptureNeed | None:
+    """The capture's need for ``plan``'s graphs (comment above): the forward's temporaries at the largest capture
+    size (``forward_bytes``, k3plan's, at that token count) in the one pool, and the code's 1 MiB floor a graph; None
+    where nothing is captured."""
+    graphs = plan.piecewise + plan.full
+    if plan.mode == "NONE" or not plan.sizes or not graphs:
+        return None
+    floor = graphs * MIN_PER_GRAPH
+    return CaptureNeed(
+        bytes=forward_bytes + floor,
+        source=(
+            f"at least {(forward_bytes + floor) / GiB:.2f} GiB: the one graph pool holds the largest graph's forward "
+            f"({plan.sizes[-1]:,} tokens: {forward_source}) + {graphs} graphs x the 1 MiB driver floor; the drafter's "
+            f"graphs not counted ({plan.how}; {CAPTURE_SOURCE})"
+        ),
+    )

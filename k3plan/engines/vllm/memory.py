@@ -27,7 +27,7 @@ from __future__ import annotations
 from k3plan.engines.engine import WEIGHTS_SOURCE, HbmWorker
 from k3plan.engines.release import Release
 from k3plan.engines.vllm.attention_config import SM100_FAMILY
-from k3plan.engines.vllm.cudagraph import CudagraphEstimate
+from k3plan.engines.vllm.cudagraph import CaptureNeed, CudagraphEstimate
 from k3plan.engines.vllm.dsv4_pages import (
     REPORT_SOURCES,
     V4_BLOCK_SOURCE,
@@ -79,7 +79,7 @@ from k3plan.engines.vllm.sampler import sampler_profile_peak
 from k3plan.engines.vllm.spec import DraftPricing
 from k3plan.models.spec import DSV4Dims
 from k3plan.structs import Frozen
-from k3plan.units import GiB
+from k3plan.units import GiB, MiB
 
 # vLLM's decode context parallelism in the KV manager: vllm-project/vllm@bc8282e6 vllm/v1/kv_cache_interface.py
 # FullAttentionSpec.max_memory_usage_bytes ("each dcp rank only need save (max_model_len//dcp_world_size) tokens
@@ -317,6 +317,7 @@ def vllm_kv_pool(
     pool_devices: int = 1,
     attention_dp: int = 1,
     attention_copies: str = "",
+    capture_oom: tuple[int, int, str, str] | None = None,
 ) -> EngineSizing:
     """vLLM's pool as its worker and KV manager size it (module docstring); ``starts``: the engine's start
     checks pass (available > 0 and one max_model_len request fits: vLLM's _check_enough_kv_cache_memory).
@@ -357,7 +358,10 @@ def vllm_kv_pool(
     against what they leave rather than against the 1 - utilization share.
     ``attention_copies``: where the compiled step holds a copy of every attention layer's cache, its source
     (``hbm_worker.attention_cache_copies``): a device's attention pages (the pinned share, or the blocks the pool holds)
-    x the attention layers are added to ``compiled_step``; "": none."""
+    x the attention layers are added to ``compiled_step``; "": none.
+    ``capture_oom``: (bytes the CUDA-graph capture takes after the pool at least, bytes the pool leaves it, the
+    engine's error, where raised): the start fails there where the first exceeds the second (engines/vllm/
+    cudagraph.py capture_need); None: not checked."""
     cap = int(visible_bytes * utilization)
     available = cap - weights_bytes - int(activation_bytes.value) - int(non_torch_bytes.value)
     resident = weights_bytes + int(activation_bytes.value) + int(non_torch_bytes.value)
@@ -594,6 +598,9 @@ def vllm_kv_pool(
         raised_at = VLLM_CHECK_AT
     elif backend_refusal is not None:
         starts, (message, raised_at), code = False, backend_refusal, "launch"
+    elif capture_oom is not None and capture_oom[0] > capture_oom[1]:
+        # the graphs are captured once the KV cache is initialized (Worker.compile_or_warm_up_model)
+        starts, message, raised_at = False, capture_oom[2], capture_oom[3]
     elif pinned and hbm_worker is not None and weights_bytes + pinned > visible_bytes:
         starts = False
         message = (
@@ -716,6 +723,7 @@ def engine_sizing(
     vocab_size: int = 0,
     cudagraph: CudagraphEstimate | None = None,
     captures_graphs: bool = False,
+    capture: tuple[CaptureNeed, str] | None = None,
     backend_refusal: tuple[str, str] | None = None,
     fp4_indexer: bool = False,
     nvfp4: bool = False,
@@ -753,6 +761,9 @@ def engine_sizing(
     ``captures_graphs``: the command captures CUDA graphs after the pool (a GPU command without --enforce-eager or
     cudagraph_mode NONE): a STARTS then names what the capture takes beyond the estimate, out of what the
     utilization leaves (a verdict never rests silently on a lower bound).
+    ``capture``: what the command's CUDA-graph capture takes after the pool at least and where the engine raises its
+    OOM (engines/vllm/cudagraph.py capture_need): the start fails where it exceeds the memory the pool leaves
+    (``capture_room``); None: not checked.
     ``cudagraph``: vLLM's CUDA-graph estimate for the command (engines/vllm/cudagraph.py), subtracted with the
     non-torch memory (Worker.determine_available_memory: requested - non-KV - the estimate); None: not priced.
     ``release``: the vLLM release the command runs (fit --engine-version, else the newest read: engines/vllm/
@@ -1205,16 +1216,38 @@ def engine_sizing(
                 paging_source += (
                     f"; from 0.34.0 the default block is {EXT_DEFAULT_BLOCK}, unchanging it ({EXT_BLOCK_SOURCE})"
                 )
-    if gpu and captures_graphs and unpriced and ext_platform is None:
+    capture_oom: tuple[int, int, str, str] | None = None
+    if gpu and captures_graphs and ext_platform is None:
         # the graphs are captured once the pool is allocated (gpu_model_runner.py capture_model after
-        # initialize_kv_cache), out of what --gpu-memory-utilization leaves: where a graph is larger than the
-        # estimate subtracted, the capture is where the start fails (the graph-OOM cases in tests/engines/cases)
-        unpriced += (
-            "; nor what its CUDA-graph capture takes after the pool"
-            + (" beyond the estimate it subtracts" if cudagraph is not None and cudagraph.bytes else "")
-            + f", in the {(visible - int(utilization * visible)) / GiB:.2f} GiB --gpu-memory-utilization "
-            f"{utilization:g} leaves outside its budget with the CUDA context"
+        # initialize_kv_cache), out of what the pool leaves (capture_room)
+        estimate = cudagraph.bytes if cudagraph is not None else 0
+        room, room_how = capture_room(
+            visible=visible,
+            utilization=utilization,
+            weights=weights_bytes,
+            transient=int(act.value) - held_workspace,
+            resident_non_torch=int(non_torch.value) - estimate,
+            estimate=estimate,
+            kv_cache_memory_bytes=kv_cache_memory_bytes,
         )
+        if capture is not None:
+            need, at = capture
+            oom = "HIP out of memory" if vendor == "amd" else "CUDA out of memory"
+            capture_oom = (
+                need.bytes,
+                room,
+                f"torch.OutOfMemoryError: {oom} capturing the CUDA graphs after the KV cache: they take "
+                f"{need.source}, beyond the {max(room, 0) / GiB:.2f} GiB {room_how}",
+                at,
+            )
+        if unpriced:
+            # where a graph is larger than what is priced, the capture is where the start fails (the graph-OOM cases
+            # in tests/engines/cases)
+            unpriced += (
+                "; nor what its CUDA-graph capture takes after the pool beyond "
+                + (f"the {capture[0].bytes / GiB:.2f} GiB priced" if capture is not None else "what is priced")
+                + f", in the {max(room, 0) / GiB:.2f} GiB {room_how}"
+            )
     return vllm_kv_pool(
         engine=stack_name,
         utilization=utilization,
@@ -1235,6 +1268,7 @@ def engine_sizing(
         compiled_step=compiled_step,
         attention_dp=step_model[4] if step_model is not None else 1,
         attention_copies=attention_copies,
+        capture_oom=capture_oom,
         auto_max_model_len=auto_max_model_len,
         num_gpu_blocks_override=num_gpu_blocks_override,
         compact_state_bytes=state_bytes_per_layer_unpadded if compact else None,
@@ -1255,6 +1289,45 @@ def engine_sizing(
         # the engine's mesh, where its worker sums the devices' pools (HbmWorker.sums_devices)
         # (DeepSeek-V4's cache creation there not read for it: a device's, as before)
         pool_devices=mesh_devices if hbm_worker is not None and hbm_worker.sums_devices and dsv4 is None else 1,
+    )
+
+
+def capture_room(
+    *,
+    visible: int,
+    utilization: float,
+    weights: int,
+    transient: int,
+    resident_non_torch: int,
+    estimate: int,
+    kv_cache_memory_bytes: int | None,
+) -> tuple[int, str]:
+    """The bytes a device has for the CUDA-graph capture once vLLM's pool is allocated, and what leaves them
+    (engines/vllm/cudagraph.py CAPTURE_SOURCE): with --kv-cache-memory-bytes the device less the weights, the memory
+    the engine keeps outside torch and the given pool (utilization is ignored); else what --gpu-memory-utilization
+    leaves outside its budget, + the profile run's transient peak (``transient``: given back by memory_profiling's
+    empty_cache before the pool is allocated) + the CUDA-graph estimate subtracted from the pool (``estimate``). The
+    CUDA context and what else the worker's first snapshot holds sit in it too, not priced (the room an upper bound)."""
+    gib = GiB
+    if kv_cache_memory_bytes:
+        room = visible - weights - resident_non_torch - kv_cache_memory_bytes
+        return room, (
+            f"the device's {visible / gib:.2f} GiB leave beside the weights' {weights / gib:.2f}, "
+            f"{resident_non_torch / gib:.2f} of non-torch memory and the --kv-cache-memory-bytes pool's "
+            f"{kv_cache_memory_bytes / gib:.2f} (utilization ignored), with the CUDA context"
+        )
+    outside = visible - int(utilization * visible)
+    room = outside + transient + estimate
+    return room, (
+        f"left after the pool: the {outside / gib:.2f} GiB --gpu-memory-utilization {utilization:g} leaves outside "
+        f"its budget with the CUDA context, + the profile's {transient / gib:.2f} GiB transient peak given back"
+        + (
+            f" + the {estimate / gib:.2f} GiB graph estimate subtracted"
+            if estimate >= gib // 100
+            else f" + the {estimate / MiB:.0f} MiB graph estimate subtracted"
+            if estimate
+            else ""
+        )
     )
 
 
