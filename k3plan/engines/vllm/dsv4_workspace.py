@@ -147,6 +147,25 @@ def dsv41_profile_workspace(
     return ws, LOGITS_BYTES, how
 
 
+# Not priced (scored, session 53): V4.1's eager dummy forward on CUDA, read in the 0.30.0 and 0.31.0 wheels (PyPI),
+# where k3plan's analytic one-layer temporaries stand for it. At an index source's profile-run logits
+# (models/deepseek_v41/attention.py DeepseekV4Attention._sparse_indexer_and_attn -> model_executor/layers/
+# sparse_attn_indexer.py, the VLLM_SPARSE_INDEXER_MAX_LOGITS_MB torch.empty) a layer holds: the caller's residual
+# stream and MoE output and the layer's own of each (nvidia/model.py DeepseekV4Model.forward keeps hidden_states /
+# residual while DeepseekV4DecoderLayer.forward's nvidia/ops/mhc.py mhc_shifted_post_pre returns new ones), o_padded
+# (bf16 [T, 64 or 128 heads, 512]: 0.30.0 forward, 0.31.0 _alloc_attn_out), qr_kv and its fused_q_kv_rmsnorm halves,
+# the kv source's compressor kv_score (torch.mm out_dtype float32, [T, 2 x 512] at ratio 2, [T, 512] at 1), the
+# indexer's weights_proj output, q padded to the FlashMLA heads (_fused_qnorm_rope_kv_insert's profile F.pad; the
+# compressor returns None there, compressor.py DeepseekV4Compressor.forward), the indexer's fp8 q and float32 weights
+# (DeepseekV4Indexer.forward_q), then the 512 MiB. DeepSeek-V4.1-Flash at 8,192 tokens and 8 local heads: 2.40 GiB
+# where k3plan prices max(0.75 GiB of temporaries, the 512 MiB). Scored over the vLLM V4.1 cases (fit's pools,
+# logged -> k3plan before -> after): vllm-dsserving-dsv41-flash-h100-tp8-ep-262k 29.14 -> 32.08 -> 30.43 GiB;
+# -prefix-v030 29.42 -> 32.08 -> 30.43 (+1.01, 3.4%); vllm-inferencex-3216-dsv41-flash-b200-tp2 21.50 -> 14.02 ->
+# 14.08; -3321-...-gb300-tp2-c128 -5.34 -> 98.65 -> 97.37 (still STARTS); -3310-...-h200-tp8 69.01 unchanged (DSpark's
+# all-gather leads); no pool within 3% that was not, no verdict moved: not adopted (a term enters only where it
+# raises a count). The v030 log itself puts vLLM's graph estimate at 1.25 GiB where k3plan transfers 0.92
+# (tests/engines/cases/vllm-dsserving-dsv41-flash-h100-tp8-ep-262k-prefix-v030's gap).
+
 V41_MODEL_SOURCE = (
     "vllm-project/vllm vllm/models/deepseek_v41/nvidia/model.py @0130d488 DeepseekV4Model.__init__ (topk_indices_buffer "
     "[max_num_batched_tokens, index_topk] int32; candidate_block_buffer [max_num_batched_tokens, candidate_topk_blocks] "
