@@ -53,6 +53,32 @@ def test_from_0_32_v4_1_s_index_source_gather_shrinks_the_same_way(v41):
     assert (old, new) == (40 * n * 132 + 2**20, 16 * n * 132 + 2**20)  # ratio-1 index sources
 
 
+def test_v4_1_s_attention_reserves_its_gather_in_the_same_buffer_the_larger_from_0_32_at_1m(v41):
+    """vllm 0.30.0-0.34.0 wheels (PyPI), vllm/models/deepseek_v41/nvidia/flashmla.py forward_mqa's warmup dummy run
+    (and nvidia/flash_mla_mega_attn.py _reserve_prefill_workspace, SM100's default from 0.31.0): (4, cdiv(max_model_len,
+    ratio) + window + max_num_batched_tokens, 512) bf16 + (tokens, round_up(index_topk + window, 128)) int32 +
+    (tokens,) int32 in the WorkspaceManager buffer the indexer's gather shares. A ratio-1 layer at 1M tokens and 8,192
+    asks 4.05 GiB: under 0.31.0's 40 x gather (5.16 GiB), over 0.32.0's 16 x (2.06 GiB)."""
+    from k3plan.engines.vllm.dsv4_workspace import dsv41_profile_workspace
+
+    n, t = 1_048_576, 8192
+    up = lambda x: -(-x // 256) * 256  # noqa: E731
+    attention = up(4 * (n + 128 + t) * 512 * 2) + up(t * 640 * 4) + up(t * 4)
+    old, _, _ = dsv41_profile_workspace(
+        v41, max_model_len=n, fp4_indexer=False, release=(0, 31, 0), max_num_batched_tokens=t
+    )
+    new, _, how = dsv41_profile_workspace(
+        v41, max_model_len=n, fp4_indexer=False, release=(0, 33, 0), max_num_batched_tokens=t
+    )
+    assert old == 40 * n * 132 + 2**20 > attention
+    assert new == attention > 16 * n * 132 + 2**20
+    assert "the attention's dummy-run reservation 4.05 GiB at ratio 1" in how
+    # before 0.30.0 (no V4.1 in the wheels) or without the token budget: the gather alone, as before
+    assert (
+        dsv41_profile_workspace(v41, max_model_len=n, fp4_indexer=False, release=(0, 33, 0))[0] == 16 * n * 132 + 2**20
+    )
+
+
 def test_the_wheels_attention_config_fields_are_read_or_refused_by_name():
     """vllm 0.31.0-0.34.0 wheels (PyPI), vllm/config/attention.py AttentionConfig: kernel choices are read as such
     (0.33.0's trtllm_ragged_backend, 0.34.0's sparse_mla_shard_q); a field that sizes a buffer is refused with what it
@@ -156,7 +182,17 @@ def test_a_0_34_command_is_priced_its_unread_configurations_refused(cli):
         r = cli("fit", "-H", "nvidia-b200", "-t", "8", "--serve", f"{K3} {extra}", "--engine-version", "0.34.0")
         assert r.exit_code == 2 and "has not read" in r.output and len(r.output.strip().splitlines()) == 1, extra
     # the switch is 0.34.0's: an older release refuses it
-    r = cli("fit", "-H", "nvidia-b200", "-t", "8", "--serve", f"{K3} --enable-extensible-kv-cache", "--engine-version", "0.33.0")
+    r = cli(
+        "fit",
+        "-H",
+        "nvidia-b200",
+        "-t",
+        "8",
+        "--serve",
+        f"{K3} --enable-extensible-kv-cache",
+        "--engine-version",
+        "0.33.0",
+    )
     assert r.exit_code == 2 and "0.34.0 option" in r.output
 
 

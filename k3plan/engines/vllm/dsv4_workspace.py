@@ -118,17 +118,62 @@ V41_WORKSPACE_SOURCE = (
     "vllm/model_executor/layers/sparse_attn_indexer.py (profile-run reservation: _gather_workspace_shapes, "
     "RADIX_TOPK_WORKSPACE_SIZE, VLLM_SPARSE_INDEXER_MAX_LOGITS_MB of logits), vllm/v1/attention/backends/mla/"
     "indexer.py get_max_prefill_buffer_size (40 x max_model_len): the last two read in yhfgyyf/vllm-deepseek-v4-sm89's "
-    "history; V4.1's FlashMLA dummy-run reservation not read"
+    "history; the attention's own dummy-run reservation in the same buffer from 0.30.0: V41_ATTENTION_RESERVE_SOURCE"
+)
+# V4.1's attention reserves its own view of the same WorkspaceManager buffer in the profile run (read in the 0.30.0,
+# 0.31.0, 0.32.0, 0.33.0 and 0.34.0 wheels, PyPI): models/deepseek_v41/nvidia/flashmla.py
+# DeepseekV4FlashMLAAttention.forward_mqa ('Warmup dummy run: no real metadata. Reserve the same bf16 gather workspace
+# _forward_prefill would') and, the SM100 default from 0.31.0, nvidia/flash_mla_mega_attn.py
+# DeepseekV4MegaAttnAttention._reserve_prefill_workspace, alike: get_simultaneous of (PREFILL_CHUNK_SIZE 4,
+# cdiv(max_model_len, ratio) + window + max_num_batched_tokens, head_dim) bf16 (no compressed part on a window-only
+# layer, ratio 0), (max_num_batched_tokens, round_up(index_topk + window, 128)) int32 (top-k 0 on a window-only
+# layer) and (max_num_batched_tokens,) int32 (models/deepseek_v41/attention.py PREFILL_CHUNK_SIZE). The buffer holds
+# the larger of it and the indexer's gather; with the 40 x max_model_len gather to 0.31.x the gather is the larger
+# at every point a logged case has, from 0.32.0 (16 x above 256K tokens) the attention's is the larger at long
+# contexts (at 1M and 8,192 tokens 4.05 GiB against 2.06)
+V41_ATTENTION_RESERVE_FROM: tuple[int, int, int] = (0, 30, 0)
+V41_ATTENTION_RESERVE_SOURCE = (
+    "vllm 0.30.0-0.34.0 wheels (PyPI): vllm/models/deepseek_v41/nvidia/flashmla.py DeepseekV4FlashMLAAttention."
+    "forward_mqa (warmup dummy run) and nvidia/flash_mla_mega_attn.py DeepseekV4MegaAttnAttention."
+    "_reserve_prefill_workspace (0.31.0 on), vllm/v1/worker/workspace.py WorkspaceManager.get_simultaneous"
 )
 
 
+def _round_up(n: int, m: int) -> int:
+    return -(-n // m) * m
+
+
+def dsv41_attention_reserve(d: DSV4Dims, *, max_model_len: int, max_num_batched_tokens: int) -> tuple[int, int]:
+    """(bytes, the compress ratio of the layer that asks most) of V4.1's attention dummy-run reservation in the shared
+    workspace (``V41_ATTENTION_RESERVE_SOURCE``): the largest over the layers' compress ratios."""
+    t = max_num_batched_tokens
+    best, at = 0, 0
+    for ratio in sorted(set(d.compress_ratios)):
+        n = 0 if ratio == 0 else -(-max_model_len // ratio)
+        top_k = 0 if ratio == 0 else d.index_topk
+        size = (
+            _up(PREFILL_CHUNK_SIZE * (n + d.sliding_window + t) * d.head_dim * BF16)
+            + _up(t * _round_up(top_k + d.sliding_window, 128) * 4)
+            + _up(t * 4)
+        )
+        if size > best:
+            best, at = size, ratio
+    return best, at
+
+
 def dsv41_profile_workspace(
-    d: DSV4Dims, *, max_model_len: int, fp4_indexer: bool, release: tuple[int, int, int] | None = None
+    d: DSV4Dims,
+    *,
+    max_model_len: int,
+    fp4_indexer: bool,
+    release: tuple[int, int, int] | None = None,
+    max_num_batched_tokens: int = 0,
 ) -> tuple[int, int, str]:
     """(the shared workspace's bytes, the logits buffer's bytes, how) for DeepSeek-V4.1 on vLLM's CUDA backends: the
     largest index source's K gather (its compress ratio the smallest), FP8 keys (T, 128) + (T, 4) scales or MXFP4
     (T, 64) + (T, 4), T = 40 x max_model_len // ratio (from 0.32.0 the factor ``prefill_buffer_factor`` resolves),
-    and the RADIX top-k workspace, in the shared buffer."""
+    and the RADIX top-k workspace, in the shared buffer; from 0.30.0 (``release``) with ``max_num_batched_tokens``
+    given, the larger of it and the attention's own dummy-run reservation (``dsv41_attention_reserve``)."""
     assert d.csa2 is not None
     ratio = min(max(1, d.compress_ratios[i]) for i in d.csa2.index_source_layer_ids)
     factor = prefill_buffer_factor(max_model_len, release)
@@ -144,8 +189,39 @@ def dsv41_profile_workspace(
         + (f"; {WORKSPACE_FACTOR_SOURCE}" if factor != PREFILL_BUFFER_FACTOR else "")
         + ")"
     )
+    if max_num_batched_tokens and release is not None and release >= V41_ATTENTION_RESERVE_FROM:
+        attention, at = dsv41_attention_reserve(
+            d, max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens
+        )
+        larger = "the attention's" if attention > ws else "the gather's"
+        how += (
+            f"; the one buffer {larger}: the attention's dummy-run reservation {attention / GiB:.2f} GiB at ratio "
+            f"{at} ({PREFILL_CHUNK_SIZE} x (cdiv({max_model_len:,}, {at}) + {d.sliding_window} + "
+            f"{max_num_batched_tokens:,}) x {d.head_dim} bf16 + the top-k and length views; "
+            f"{V41_ATTENTION_RESERVE_SOURCE})"
+        )
+        ws = max(ws, attention)
     return ws, LOGITS_BYTES, how
 
+
+# Not priced (scored, session 53): V4.1's eager dummy forward on CUDA, read in the 0.30.0 and 0.31.0 wheels (PyPI),
+# where k3plan's analytic one-layer temporaries stand for it. At an index source's profile-run logits
+# (models/deepseek_v41/attention.py DeepseekV4Attention._sparse_indexer_and_attn -> model_executor/layers/
+# sparse_attn_indexer.py, the VLLM_SPARSE_INDEXER_MAX_LOGITS_MB torch.empty) a layer holds: the caller's residual
+# stream and MoE output and the layer's own of each (nvidia/model.py DeepseekV4Model.forward keeps hidden_states /
+# residual while DeepseekV4DecoderLayer.forward's nvidia/ops/mhc.py mhc_shifted_post_pre returns new ones), o_padded
+# (bf16 [T, 64 or 128 heads, 512]: 0.30.0 forward, 0.31.0 _alloc_attn_out), qr_kv and its fused_q_kv_rmsnorm halves,
+# the kv source's compressor kv_score (torch.mm out_dtype float32, [T, 2 x 512] at ratio 2, [T, 512] at 1), the
+# indexer's weights_proj output, q padded to the FlashMLA heads (_fused_qnorm_rope_kv_insert's profile F.pad; the
+# compressor returns None there, compressor.py DeepseekV4Compressor.forward), the indexer's fp8 q and float32 weights
+# (DeepseekV4Indexer.forward_q), then the 512 MiB. DeepSeek-V4.1-Flash at 8,192 tokens and 8 local heads: 2.40 GiB
+# where k3plan prices max(0.75 GiB of temporaries, the 512 MiB). Scored over the vLLM V4.1 cases (fit's pools,
+# logged -> k3plan before -> after): vllm-dsserving-dsv41-flash-h100-tp8-ep-262k 29.14 -> 32.08 -> 30.43 GiB;
+# -prefix-v030 29.42 -> 32.08 -> 30.43 (+1.01, 3.4%); vllm-inferencex-3216-dsv41-flash-b200-tp2 21.50 -> 14.02 ->
+# 14.08; -3321-...-gb300-tp2-c128 -5.34 -> 98.65 -> 97.37 (still STARTS); -3310-...-h200-tp8 69.01 unchanged (DSpark's
+# all-gather leads); no pool within 3% that was not, no verdict moved: not adopted (a term enters only where it
+# raises a count). The v030 log itself puts vLLM's graph estimate at 1.25 GiB where k3plan transfers 0.92
+# (tests/engines/cases/vllm-dsserving-dsv41-flash-h100-tp8-ep-262k-prefix-v030's gap).
 
 V41_MODEL_SOURCE = (
     "vllm-project/vllm vllm/models/deepseek_v41/nvidia/model.py @0130d488 DeepseekV4Model.__init__ (topk_indices_buffer "

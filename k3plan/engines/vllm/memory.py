@@ -1016,7 +1016,11 @@ def engine_sizing(
                 )
             else:
                 ws, logits, how = dsv41_profile_workspace(
-                    dsv4, max_model_len=max_model_len, fp4_indexer=fp4_indexer, release=release
+                    dsv4,
+                    max_model_len=max_model_len,
+                    fp4_indexer=fp4_indexer,
+                    release=release,
+                    max_num_batched_tokens=max_num_batched_tokens,
                 )
             if held_workspace and vendor == "nvidia":
                 # the MoE workspace and V4's attention reservations are views of one WorkspaceManager buffer, grown
