@@ -351,6 +351,8 @@ IGNORED = {
     "--enable-flashinfer-mla": 0,
     "--dist-timeout": 1,
     "--disaggregation-ib-device": 1,
+    # SGLang's spelling of --tokenizer (ServerArgs.tokenizer_path, every wheel read 0.4.2-0.5.23): host-side
+    "--tokenizer-path": 1,
     # vLLM's API-server flags, each of FrontendArgs' fields (engines/vllm/frontend.py): listening, authentication,
     # TLS, CORS, logging and chat rendering; the worker that sizes the pool never sees them
     **vllm_serve.FRONTEND_IGNORED,
