@@ -138,6 +138,9 @@ class Reading:
     pp: int = 1
     dp: int = 1
     ep: int | None = None
+    # SGLang's --ep-size between 1 and --tp-size: each expert split over tp_size / ep_size ranks (moe_tp_size), the
+    # engine's rules read it; the mesh spreads the experts over every rank (``ep`` None: the same bytes a device)
+    moe_ep: int | None = None
     expert_parallel: bool = True
     # vLLM's --enable-eplb: (num_redundant_experts, window_size), the expert copies and the load-balancing state each
     # MoE model adds (engines/vllm/eplb.py); None: EPLB off
