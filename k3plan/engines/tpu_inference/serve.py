@@ -34,6 +34,7 @@ from k3plan.engines.serve_values import (
     refuse_unpriced,
     suffix_int,
 )
+from k3plan.engines.tpu_inference.commits import Gate, holds, named
 from k3plan.engines.tpu_inference.llm_class import OFFLINE
 from k3plan.errors import K3PlanError
 from k3plan.units import fmt_gib
@@ -361,8 +362,10 @@ UNROUTED_NOTE = (
     "ShardingAxisName2D, runner/kv_cache.py create_kv_caches), which k3plan prices for tpu-inference's own "
     "examples/offline_inference.py under --engine-version below 0.19.0)"
 )
-# the MLA check's first release: from it an MLA model runs only under NEW_MODEL_DESIGN=1 and DP attention
+# the MLA check's first release: from it an MLA model runs only under NEW_MODEL_DESIGN=1 and DP attention; on main
+# from #2222 (6a488560, after v0.18.0's cut)
 MLA_CHECK_FROM = (0, 19, 0)
+MLA_CHECK = Gate(MLA_CHECK_FROM, "6a488560")
 MLA_CHECK_SOURCE = (
     "vllm-project/tpu-inference@6a488560 (#2222, '[MLA][DP] Enforce DP/NEW_MODEL_DESIGN is used for MLA models', "
     "2026-04-13; tags v0.19.0 on, not v0.18.0) tpu_inference/platforms/tpu_platform.py TpuPlatform."
@@ -412,7 +415,7 @@ def _additional(r: Reading) -> int:
     the sparse matmul and replicate_attn_weights (no memory effect); any other key refused."""
     raw = r.get(ADDITIONAL)
     if raw is None:  # tpu-inference's offline script without a sharding strategy (routes), at 0.19.0 on
-        release = "" if r.release is None else f" at {'.'.join(map(str, r.release))}"
+        release = f" at {named(r.release, r.commit)}" if r.release is not None else ""
         raise K3PlanError(
             f"--serve: tpu-inference{release} without --additional-config sharding_strategy enable_dp_attention and "
             f"NEW_MODEL_DESIGN=1: from v0.19.0 it refuses an MLA model so ({MLA_CHECK_SOURCE}); before it (fit "
@@ -480,13 +483,13 @@ def _mesh_2d(r: Reading) -> bool:
     """Whether tpu-inference runs this command on its 2-D mesh (MESH_2D_SOURCE): no --additional-config, NEW_MODEL_DESIGN
     unset, at a release before the MLA check (MLA_CHECK_FROM; fit --engine-version). NEW_MODEL_DESIGN=1 there without a
     sharding strategy (the base mesh without DP attention) is refused, not read."""
-    if r.flags.get(ADDITIONAL) is not None or r.release is None or r.release >= MLA_CHECK_FROM:
+    if r.flags.get(ADDITIONAL) is not None or holds(MLA_CHECK, r.release, r.commit) is not False:
         return False
     design = r.env.get(NEW_MODEL_DESIGN)
     if design is not None and env_on(design):
         raise K3PlanError(
             f"--serve: {NEW_MODEL_DESIGN}={design} without --additional-config sharding_strategy at tpu-inference "
-            f"{'.'.join(map(str, r.release))}: the base mesh (data, attn_dp, attn_dp_expert, expert, model) without DP "
+            f"{named(r.release, r.commit)}: the base mesh (data, attn_dp, attn_dp_expert, expert, model) without DP "
             "attention was not read; k3plan reads that release's 2-D mesh (NEW_MODEL_DESIGN unset) or DP attention"
         )
     return True
@@ -540,7 +543,7 @@ def _mesh_2d_layout(r: Reading) -> None:
     r.options["disable_weight_requantization"] = "1"  # int4 codes, float32 group-32 scales (W4A16_SOURCE)
     r.options[MESH_OPTION] = MESH_2D  # after model_impl=vllm: this choice's splits replace its tp <= 1
     r.env_read.add(NEW_MODEL_DESIGN)
-    release = ".".join(map(str, r.release or ()))
+    release = named(r.release, r.commit)
     r.caveats.append(
         f"tpu-inference {release}, before its MLA check ({MLA_CHECK_SOURCE}): no sharding_strategy and "
         f"{NEW_MODEL_DESIGN} unset run the 2-D mesh 'data' 1 x 'model' {r.tp}: vLLM's attention, dense MLP and shared "
@@ -895,6 +898,12 @@ def _default_chunk(r: Reading, seqs: str | None) -> None:
 INT4_F32_SCALES_FROM = (0, 20, 0)
 INT4_F32_SCALES_UNTIL = (0, 22, 0)
 INT4_ENV_READ_FROM = (0, 21, 0)  # 0.20.0's W4A8 method reads no MOE_REQUANTIZE_* (0.21.0: the block size)
+# the same on main (fit --engine-version <commit>): #2306 (507cfa16) and #2659 (443bcc3b) above; the W4A8 method reads
+# MOE_REQUANTIZE_BLOCK_SIZE from #2649 (efec1212, 2026-05-18, main after v0.21.0's cut 4685c888; the v0.21.0 tag
+# carries it as the cherry-pick 4486ec9a)
+INT4_F32_SCALES = Gate(INT4_F32_SCALES_FROM, "507cfa16")
+INT4_F32_SCALES_END = Gate(INT4_F32_SCALES_UNTIL, "443bcc3b")
+INT4_ENV_READ = Gate(INT4_ENV_READ_FROM, "efec1212")
 INT4_F32_SCALES_SOURCE = (
     "vllm-project/tpu-inference@56b1e079 (main of 2026-04-30; release 0.20.0 alike) tpu_inference/layers/vllm/"
     "quantization/compressed_tensors/compressed_tensors_moe/compressed_tensors_moe_w4a8.py "
@@ -913,7 +922,7 @@ def _int4_scales(r: Reading) -> None:
     int4 = r.model is not None and r.model.strip().rstrip("/").lower() in INT4_EXPERT_MODELS
     fp4 = r.options.get("moe_requantize_weight_dtype") == "fp4"
     rel = r.release
-    unconditional = rel is not None and INT4_F32_SCALES_FROM <= rel < INT4_F32_SCALES_UNTIL
+    unconditional = bool(holds(INT4_F32_SCALES, rel, r.commit) and not holds(INT4_F32_SCALES_END, rel, r.commit))
     if on and not int4:
         raise K3PlanError(
             f"--serve: {NO_REQUANT}={raw} on {r.model}: k3plan prices the unrequantized experts of the int4 "
@@ -926,9 +935,9 @@ def _int4_scales(r: Reading) -> None:
         )
     if r.options.get("model_impl") != VLLM_CODE or not int4 or not (on or unconditional):
         return
-    if unconditional and fp4 and rel is not None and rel < INT4_ENV_READ_FROM:
+    if unconditional and fp4 and holds(INT4_ENV_READ, rel, r.commit) is False:
         raise K3PlanError(
-            f"--serve: {REQUANT_DTYPE} at tpu-inference {'.'.join(map(str, rel))}: that release's "
+            f"--serve: {REQUANT_DTYPE} at tpu-inference {named(rel, r.commit)}: that release's "
             "VllmCompressedTensorsW4A8MoEMethod reads no MOE_REQUANTIZE_* variable and keeps the int4 experts "
             f"({INT4_F32_SCALES_SOURCE}); remove them"
         )
@@ -937,7 +946,7 @@ def _int4_scales(r: Reading) -> None:
     r.options["disable_weight_requantization"] = "1"
     if unconditional and not on and rel is not None:
         r.caveats.append(
-            f"tpu-inference {'.'.join(map(str, rel))}: the int4 group-32 experts kept as int4 codes with their "
+            f"tpu-inference {named(rel, r.commit)}: the int4 group-32 experts kept as int4 codes with their "
             f"group-32 scales as float32, no requantization ({INT4_F32_SCALES_SOURCE})"
         )
 

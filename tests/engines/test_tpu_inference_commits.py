@@ -1,0 +1,164 @@
+"""fit --engine-version <commit> for tpu-inference (engines/tpu_inference/commits.py): a main commit placed by the shipped
+table of main's first-parent history (main_history.txt, benchmarks/tpu_inference_main_history.py from a git mirror of
+vllm-project/tpu-inference at b8692ff0), each rule gated at the commit that changed it compared by position, and the
+release gates reading every release as before."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from k3plan.engines.release import split_commit
+from k3plan.engines.tpu_inference import commits
+from k3plan.engines.tpu_inference.commits import Gate, history, holds
+from k3plan.engines.tpu_inference.dsv4_smem import CSA_PAGE, HCA_OWN_PAGE, smem_refusal
+from k3plan.engines.tpu_inference.serve import INT4_ENV_READ, INT4_F32_SCALES, INT4_F32_SCALES_END, MLA_CHECK
+
+GATES = {
+    "mla_check": MLA_CHECK,
+    "int4_from": INT4_F32_SCALES,
+    "int4_until": INT4_F32_SCALES_END,
+    "int4_env": INT4_ENV_READ,
+    "smem_hca_own": HCA_OWN_PAGE,
+    "smem_csa": CSA_PAGE,
+}
+MIRROR = Path("/work/.mirror/vllm-project+tpu-inference/repo")
+# the nightly MMLU command of tests/engines/cases/tpu-inference-dsv4-flash-v7x8-mmlu-nightly-3310-smem-oom.yaml
+NIGHTLY = {"max_model_len": 9216, "max_num_seqs": 64, "dp": 8, "block": 1024, "options": {}}
+
+
+def test_the_table_is_small_and_names_the_mirror_s_head():
+    """2,958 commits from v0.11.1's cut (f2620559) through main b8692ff0, in about 30 KB."""
+    h = history()
+    assert commits.TABLE.stat().st_size < 40_000
+    assert h.head.startswith("b8692ff0") and h.shas[-1] == "b8692ff0" and h.shas[0] == "f2620559"
+    assert len(set(h.shas)) == len(h.shas) == 2958
+    assert [r for _, r in h.cuts][:2] == [(0, 11, 1), (0, 12, 0)] and h.cuts[-1][1] == (0, 27, 0)
+
+
+def test_a_commit_is_placed_with_the_release_it_follows():
+    """8ead48e6 (#3310, 2026-07-31) follows v0.26.0's cut from main (7bad4320, git merge-base v0.26.0 main) and precedes
+    #3319 (55054439) and v0.27.0's cut (a5596b27); a full sha and a 7-hex prefix find it too."""
+    c = commits.commit_of("8ead48e6")
+    assert c is not None and c.follows == (0, 26, 0) and c.cut == "7bad4320" and c.date == "2026-07-31"
+    later = commits.commit_of("55054439")
+    assert later is not None and c.position < later.position < commits.commit_of("a5596b27").position  # type: ignore[union-attr]
+    assert commits.commit_of("8ead48e6d0000000000000000000000000000000") == c  # the table keeps 8 hex
+    assert commits.commit_of("8ead48e") == c
+    assert commits.commit_of("a5596b27").follows == (0, 27, 0)  # type: ignore[union-attr]  # the cut itself
+
+
+def test_a_branch_commit_or_an_unknown_one_is_not_placed():
+    """786e8753 (the fix on branch cuiq-fix-dsv4-smem) and bc1aa6a1 (branch cuiq-k3-mla-nodp) are not on main."""
+    for sha in ("786e8753", "bc1aa6a1", "deadbeef"):
+        assert commits.commit_of(sha) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ("8ead48e6", (None, "8ead48e6")),
+        ("tpu-inference@8EAD48E6", ("tpu-inference", "8ead48e6")),
+        ("0.27.0", None),
+        ("latest", None),
+        ("11", None),
+    ],
+)
+def test_a_commit_is_told_from_a_release_number(text, named):
+    assert split_commit(text) == named
+
+
+def test_every_gate_s_commit_sits_between_its_release_s_cuts():
+    """A gate's commit is on main after the cut of the release before its release and at or before its release's cut
+    (git merge-base --is-ancestor in the mirror), save #2649 (efec1212), which main merged after v0.21.0's cut and the
+    v0.21.0 tag carries as the cherry-pick 4486ec9a: a commit reads main's code, a release its tag's."""
+    h = history()
+    cut = {release: at for at, release in h.cuts}
+    for name, gate in GATES.items():
+        assert gate.commit is not None
+        at = gate.position()
+        release_cut = Gate(gate.release).position()
+        before = max(p for p in cut.values() if p < release_cut)
+        assert before < at, name
+        if name == "int4_env":
+            assert release_cut < at < Gate((0, 22, 0)).position()
+        else:
+            assert at <= release_cut, name
+
+
+def test_release_gates_read_every_release_as_before():
+    """With a release number (no commit) each gate compares releases exactly as the code did before commits."""
+    for gate in GATES.values():
+        for release in [(0, 18, 0), (0, 19, 0), (0, 20, 0), (0, 21, 0), (0, 22, 0), (0, 26, 0), (0, 27, 0), (0, 31, 0)]:
+            assert holds(gate, release, None) is (release >= gate.release)
+        assert holds(gate, None, None) is None
+
+
+def test_a_release_s_cut_commit_reads_as_the_release_at_every_gate():
+    """Each tagged release's cut on main agrees with the release number at every gate (the cherry-picked #2649 aside)."""
+    h = history()
+    for at, release in h.cuts:
+        c = commits.commit_of(h.shas[at])
+        assert c is not None and c.follows == release
+        for name, gate in GATES.items():
+            if name == "int4_env" and release == (0, 21, 0):
+                assert holds(gate, release, None) and not holds(gate, None, c)
+                continue
+            assert holds(gate, None, c) is holds(gate, release, None), (name, release)
+
+
+def test_the_3310_nightly_overflows_smem_at_its_commit_only():
+    """At 8ead48e6 HCA's own 2-token state page: 64 x 4,608 x 4 = 1,179,648 B, the engine's figure (786e8753's message);
+    at 55054439 (#3319) and v0.27.0 CSA's 64 x 576 table fits; before #3310 (7bad4320, v0.26.0) no check."""
+    refused = smem_refusal(release=(0, 26, 0), commit=commits.commit_of("8ead48e6"), **NIGHTLY)  # type: ignore[arg-type]
+    assert refused is not None and "Allocation (size=1179648) would exceed memory (size=1048576)" in refused[0]
+    assert "8ead48e6" in refused[1]
+    for sha in ("55054439", "b8692ff0", "7bad4320"):
+        c = commits.commit_of(sha)
+        assert smem_refusal(release=c.follows if c else None, commit=c, **NIGHTLY) is None  # type: ignore[arg-type]
+
+
+def test_fit_names_the_commit_and_refuses_an_unknown_one_in_a_line(cli):
+    serve = (
+        "NEW_MODEL_DESIGN=1 MODEL_IMPL_TYPE=vllm vllm serve deepseek-ai/DeepSeek-V4-Flash --max-model-len 9216 "
+        "--max-num-seqs 64 --max-num-batched-tokens 512 --tensor-parallel-size 8 --gpu-memory-utilization 0.4 "
+        "--kv-cache-dtype=fp8 --enable-expert-parallel --trust-remote-code "
+        """--additional_config '{"sharding": {"sharding_strategy": {"enable_dp_attention": true}}}'"""
+    )
+    r = cli("fit", "-H", "tpu-v7x", "-t", "2x2x1", "--serve", serve, "--engine-version", "tpu-inference@8ead48e6")
+    said = " ".join(r.output.split())
+    assert r.exit_code == 1 and "size=1179648" in said and "following 0.26.0's cut from main at 7bad4320" in said
+    for bad in ("786e8753", "sglang@8ead48e6"):
+        r = cli("fit", "-H", "tpu-v7x", "-t", "2x2x1", "--serve", serve, "--engine-version", bad)
+        assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1, r.output
+    r = cli(
+        "fit",
+        "-H",
+        "nvidia-h200",
+        "-t",
+        "8",
+        "--serve",
+        "vllm serve moonshotai/Kimi-K2-Thinking --tensor-parallel-size 8",
+        "--engine-version",
+        "8ead48e6",
+    )
+    assert r.exit_code == 2 and "a commit of tpu-inference, but the command runs vllm" in r.output, r.output
+
+
+@pytest.mark.skipif(not MIRROR.is_dir() or shutil.which("git") is None, reason="no tpu-inference git mirror here")
+def test_the_table_is_the_mirror_s_history(tmp_path):
+    """benchmarks/tpu_inference_main_history.py at the table's head writes the shipped table again."""
+    head = history().head
+    if subprocess.run(["git", f"--git-dir={MIRROR}", "cat-file", "-e", head], capture_output=True).returncode:
+        pytest.skip("the mirror lacks the table's head")
+    out = tmp_path / "main_history.txt"
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "tpu_inference_main_history.py"
+    subprocess.run(
+        ["python3", str(script), "--git-dir", str(MIRROR), "--ref", head, "--out", str(out)],
+        check=True,
+        capture_output=True,
+    )
+    assert out.read_text().splitlines()[2:] == commits.TABLE.read_text().splitlines()[2:]
