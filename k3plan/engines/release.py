@@ -50,9 +50,20 @@ class EngineCommit:
     follows: Release
     cut: str
     head: str
+    # a commit off main the table lists (a dev branch's build k3plan names): ``position`` is then that of the main
+    # commit it branched from (``base``), and ``holds`` the other listed branch commits it holds
+    base: str | None = None
+    holds: tuple[str, ...] = ()
 
     def text(self) -> str:
-        """'tpu-inference main 8ead48e6 (2026-07-31, following 0.26.0's cut from main at 7bad4320)'."""
+        """'tpu-inference main 8ead48e6 (2026-07-31, following 0.26.0's cut from main at 7bad4320)'; a branch commit
+        names the main commit it branched from."""
+        if self.base is not None:
+            return (
+                f"{self.engine} {self.sha} ({self.date}), a commit off main that branched from main at {self.base} "
+                f"(following {release_text(self.follows)}'s cut at {self.cut}): its main code is read as {self.base}'s, "
+                "its branch's own changes only where a rule is gated at a branch commit it holds"
+            )
         return (
             f"{self.engine} main {self.sha} ({self.date}, following {release_text(self.follows)}'s cut from main at "
             f"{self.cut})"

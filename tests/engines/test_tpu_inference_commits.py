@@ -51,10 +51,22 @@ def test_a_commit_is_placed_with_the_release_it_follows():
     assert commits.commit_of("a5596b27").follows == (0, 27, 0)  # type: ignore[union-attr]  # the cut itself
 
 
-def test_a_branch_commit_or_an_unknown_one_is_not_placed():
-    """786e8753 (the fix on branch cuiq-fix-dsv4-smem) and bc1aa6a1 (branch cuiq-k3-mla-nodp) are not on main."""
-    for sha in ("786e8753", "bc1aa6a1", "deadbeef"):
+def test_an_unknown_commit_is_not_placed():
+    for sha in ("deadbeef", "0000000", "ffffffff"):
         assert commits.commit_of(sha) is None
+
+
+def test_a_branch_commit_k3plan_names_is_placed_at_its_branch_point():
+    """bc1aa6a1 (branch cuiq-k3-mla-nodp, 2026-08-01) branched from main at 812ff44a and precedes the KDA head split
+    (ad1af3ab, branch cuiq-k3-shapes); e65bd14c (cuiq-k3-attempt12) holds it (git merge-base --is-ancestor)."""
+    c = commits.commit_of("bc1aa6a1f8ed473a6047b858134004fafdff38e4")
+    base = commits.commit_of("812ff44a")
+    assert c is not None and base is not None and c.base == "812ff44a" and c.position == base.position
+    split = Gate(None, "ad1af3ab")
+    assert holds(split, None, c) is False
+    assert holds(split, None, commits.commit_of("e65bd14c")) is True
+    assert holds(split, None, commits.commit_of("ad1af3ab")) is True
+    assert holds(split, (0, 27, 0), None) is None and holds(split, None, commits.commit_of("b8692ff0")) is False
 
 
 @pytest.mark.parametrize(
@@ -116,7 +128,7 @@ def test_the_3310_nightly_overflows_smem_at_its_commit_only():
     refused = smem_refusal(release=(0, 26, 0), commit=commits.commit_of("8ead48e6"), **NIGHTLY)  # type: ignore[arg-type]
     assert refused is not None and "Allocation (size=1179648) would exceed memory (size=1048576)" in refused[0]
     assert "8ead48e6" in refused[1]
-    for sha in ("55054439", "b8692ff0", "7bad4320"):
+    for sha in ("55054439", "b8692ff0", "7bad4320", "786e8753"):  # 786e8753: the branch fix, per-token pages
         c = commits.commit_of(sha)
         assert smem_refusal(release=c.follows if c else None, commit=c, **NIGHTLY) is None  # type: ignore[arg-type]
 
@@ -131,7 +143,7 @@ def test_fit_names_the_commit_and_refuses_an_unknown_one_in_a_line(cli):
     r = cli("fit", "-H", "tpu-v7x", "-t", "2x2x1", "--serve", serve, "--engine-version", "tpu-inference@8ead48e6")
     said = " ".join(r.output.split())
     assert r.exit_code == 1 and "size=1179648" in said and "following 0.26.0's cut from main at 7bad4320" in said
-    for bad in ("786e8753", "sglang@8ead48e6"):
+    for bad in ("deadbeef", "sglang@8ead48e6"):
         r = cli("fit", "-H", "tpu-v7x", "-t", "2x2x1", "--serve", serve, "--engine-version", bad)
         assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1, r.output
     r = cli(
@@ -150,7 +162,8 @@ def test_fit_names_the_commit_and_refuses_an_unknown_one_in_a_line(cli):
 
 @pytest.mark.skipif(not MIRROR.is_dir() or shutil.which("git") is None, reason="no tpu-inference git mirror here")
 def test_the_table_is_the_mirror_s_history(tmp_path):
-    """benchmarks/tpu_inference_main_history.py at the table's head writes the shipped table again."""
+    """benchmarks/tpu_inference_main_history.py at the table's head writes the shipped table again (its branch lines:
+    each shipped one as written)."""
     head = history().head
     if subprocess.run(["git", f"--git-dir={MIRROR}", "cat-file", "-e", head], capture_output=True).returncode:
         pytest.skip("the mirror lacks the table's head")
@@ -161,4 +174,32 @@ def test_the_table_is_the_mirror_s_history(tmp_path):
         check=True,
         capture_output=True,
     )
-    assert out.read_text().splitlines()[2:] == commits.TABLE.read_text().splitlines()[2:]
+    written, shipped = out.read_text().splitlines(), commits.TABLE.read_text().splitlines()
+    # main's history and its cuts line for line; the branch lines shipped each as the mirror places it (a commit
+    # named since in k3plan's files adds a line when the table is written again)
+    assert [w for w in written[2:] if not w.startswith("branch")] == [
+        w for w in shipped[2:] if not w.startswith("branch")
+    ]
+    assert {w for w in shipped if w.startswith("branch")} <= {w for w in written if w.startswith("branch")}
+
+
+def test_the_kimi_linear_no_dp_build_replicates_its_kda_weights(cli):
+    """tests/engines/cases/tpu-inference-kimi-linear-v7x32-nodp-blocks2048-warmup-oom.yaml at bc1aa6a1: every KDA
+    parameter P() (kimi_k3.py KimiDeltaAttention @bc1aa6a1), 4.32 GiB a device as the engine logged (bf76f7c3's
+    message: 'the weights are only 4.32 GB/device'); at e65bd14c (after ad1af3ab) split by heads, 2.91 GiB."""
+    import json
+
+    from k3plan.units import GiB
+
+    serve = (
+        "MODEL_IMPL_TYPE=flax_nnx NEW_MODEL_DESIGN=1 TPU_INFERENCE_UNSAFE_MLA_WITHOUT_DP_ATTENTION=1 vllm serve "
+        "moonshotai/Kimi-Linear-48B-A3B-Instruct --tensor-parallel-size 32 --trust-remote-code --max-model-len 2048 "
+        "--max-num-seqs 32 --max-num-batched-tokens 2048 --num-gpu-blocks-override 2048 --no-async-scheduling "
+        """--additional-config '{"sharding":{"sharding_strategy":{"enable_dp_attention":false,"tensor_parallelism":8,"""
+        """"expert_parallelism":4}}}'"""
+    )
+    got = {}
+    for version in ("bc1aa6a1", "e65bd14c"):
+        r = cli("fit", "-H", "tpu-v7x", "-t", "2x2x4", "--serve", serve, "--engine-version", version, "--json")
+        got[version] = json.loads(r.stdout)["engine"]["weights_bytes"] / GiB
+    assert abs(got["bc1aa6a1"] - 4.32) / 4.32 < 0.01 and abs(got["e65bd14c"] - 2.91) < 0.01

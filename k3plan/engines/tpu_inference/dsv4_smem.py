@@ -55,6 +55,10 @@ READ_FROM = (0, 27, 0)
 # on main: compress_norm_rope_store from #3310 (8ead48e6), HCA's state on its own page until #3319 (55054439)
 HCA_OWN_PAGE = Gate(READ_FROM, "8ead48e6")
 CSA_PAGE = Gate(READ_FROM, "55054439")
+# the fix on branch cuiq-fix-dsv4-smem (786e8753, "[DSv4] Prefetch per-token window pages instead of the full block
+# table"): the kernel prefetches a [num_tokens, pages_to_buffer_per_token] array, which scales with the scheduled
+# tokens, not the table; not priced, so no check at a commit that holds it
+PER_TOKEN_PAGES = Gate(None, "786e8753")
 MIN_NUM_SEQS = 8  # runner/tpu_runner.py MIN_NUM_SEQS
 INT32 = 4
 # config.py (b8692ff0): a compressor's f32 state rows a token and its host page's rows a block, per mode, as
@@ -109,7 +113,7 @@ def smem_refusal(
     SMEM at the code read (``READ_FROM`` on, or no release given: main b8692ff0; a main ``commit`` from #3310, HCA's
     own page before #3319); None where it fits, where the release's compressor was not read, or where
     SKIP_JAX_PRECOMPILE=1 compiles no step at start (the first batch then fails instead)."""
-    if holds(HCA_OWN_PAGE, release, commit) is False:
+    if holds(HCA_OWN_PAGE, release, commit) is False or holds(PER_TOKEN_PAGES, release, commit):
         return None
     if options.get("skip_jax_precompile") == "1":
         return None

@@ -169,6 +169,20 @@ KIMI_TEXT_ONLY_SOURCE = (
 )
 # the stack option that lays K3 out without DP attention (stack.yaml options unsafe_mla_without_dp_attention)
 NO_DP_OPTION = "unsafe_mla_without_dp_attention"
+# its choice at a build before the K3 bring-up split the KDA parameters by heads (ad1af3ab, "Kimi: shard the KDA
+# parameters over the head axis", branch cuiq-k3-shapes, 2026-08-01 22:08): kimi_k3.py KimiDeltaAttention creates every
+# KDA parameter P() there (its NOTE(sharding): "the KDA parameters are replicated ... correctness comes first here";
+# kda_attention.py _core_specs P(data, None) and P() for the parameters), the state pool still allocated by heads
+# (runner/kv_cache_manager.py: P(ATTN_DATA, None, ATTN_HEAD) / P(ATTN_DATA, ATTN_HEAD, None, None)); read at
+# bc1aa6a1 (branch cuiq-k3-mla-nodp), named with fit --engine-version (commits.py, a listed branch commit)
+NO_DP_KDA_REPLICATED = "1-replicated-kda"
+NO_DP_CHOICES = ("1", NO_DP_KDA_REPLICATED)
+KDA_HEAD_SPLIT = Gate(None, "ad1af3ab")
+KDA_REPLICATED_SOURCE = (
+    "vllm-project/tpu-inference@bc1aa6a1 (branch cuiq-k3-mla-nodp, before ad1af3ab's head split) tpu_inference/models/"
+    "jax/kimi_k3.py KimiDeltaAttention.__post_init__ (every _einsum kernel_init P(), the conv weights, A_log and "
+    "dt_bias sharding=P()) and layers/common/kda_attention.py _core_specs (the parameters P())"
+)
 NO_DP_MESH_SOURCE = (
     "vllm-project/tpu-inference@e65bd14c tpu_inference/layers/common/sharding.py ShardingConfigManager."
     "from_vllm_config (enable_dp_attention false: attn_dp = attn_dp_expert = 1, 'model' = tensor_parallelism, "
@@ -572,11 +586,19 @@ def _no_dp_mesh(r: Reading, strategy: dict[str, object]) -> int:
             f"{expert} = {model * expert} devices, not the {r.tp} of --tensor-parallel-size ({NO_DP_MESH_SOURCE}); "
             "k3plan reads a mesh over every device"
         )
-    r.options[NO_DP_OPTION] = "1"
+    replicated = holds(KDA_HEAD_SPLIT, r.release, r.commit) is False
+    r.options[NO_DP_OPTION] = NO_DP_KDA_REPLICATED if replicated else "1"
     r.env_read.add(UNSAFE_NO_DP_ATTENTION)
     r.caveats.append(
         f"{UNSAFE_NO_DP_ATTENTION}=1: tpu-inference runs this MLA model without DP attention ({UNSAFE_SOURCE}: the "
         f"check warns), on 'model' {model} x 'expert' {expert}: {NO_DP_LAYOUT}"
+        + (
+            f"; at {named(r.release, r.commit)}, before the KDA head split ({KDA_HEAD_SPLIT.commit}), every KDA "
+            f"parameter replicated instead ({KDA_REPLICATED_SOURCE}): stack option {NO_DP_OPTION}="
+            f"{NO_DP_KDA_REPLICATED}"
+            if replicated
+            else ""
+        )
     )
     return expert
 
@@ -635,7 +657,7 @@ def _jax_kimi(r: Reading, impl: str, expert_ways: int) -> None:
         )
     r.text_only = True  # KIMI_TEXT_ONLY_SOURCE
     r.caveats.append(f"the vision tower not loaded: {KIMI_TEXT_ONLY_SOURCE}")
-    if r.options.get(NO_DP_OPTION) == "1":
+    if r.options.get(NO_DP_OPTION) in NO_DP_CHOICES:
         r.env_read.add(MODEL_IMPL)  # the experts over 'expert' x 'model', every device (NO_DP_LAYOUT)
         return
     if expert_ways == 1:
@@ -765,7 +787,7 @@ def _env(r: Reading, expert_ways: int) -> None:
             f"priced as {MODEL_IMPL}=vllm"
         )
         impl = VLLM_CODE
-    if r.options.get(NO_DP_OPTION) == "1" and not (impl in JAX_IMPLS and arch in JAX_KIMI_ARCHS):
+    if r.options.get(NO_DP_OPTION) in NO_DP_CHOICES and not (impl in JAX_IMPLS and arch in JAX_KIMI_ARCHS):
         raise K3PlanError(
             f"--serve: {UNSAFE_NO_DP_ATTENTION}=1 on {r.model} ({MODEL_IMPL}={impl}): the layout without DP attention "
             "was read for tpu-inference's JAX Kimi model (kimi_k3.py @e65bd14c) only; k3plan prices this checkpoint "
@@ -1051,7 +1073,7 @@ def read(r: Reading) -> None:
         # ShardingAxisName2D: attention TP over 'model', every device, one DP group; the experts' width over
         # 'model' too, so their bytes split over every device (MESH_2D_SOURCE)
         r.tp, r.dp = devices, 1
-    if r.options.get(NO_DP_OPTION) == "1":
+    if r.options.get(NO_DP_OPTION) in NO_DP_CHOICES:
         # without DP attention ATTN_HEAD = (model, expert, dcp) spans every device, one DP group (NO_DP_LAYOUT)
         r.tp, r.dp = devices, 1
     # the experts' bytes are over every device either way (SPLIT_SOURCE); the flag picks the MoE backend the step
