@@ -203,3 +203,19 @@ def test_the_kimi_linear_no_dp_build_replicates_its_kda_weights(cli):
         r = cli("fit", "-H", "tpu-v7x", "-t", "2x2x4", "--serve", serve, "--engine-version", version, "--json")
         got[version] = json.loads(r.stdout)["engine"]["weights_bytes"] / GiB
     assert abs(got["bc1aa6a1"] - 4.32) / 4.32 < 0.01 and abs(got["e65bd14c"] - 2.91) < 0.01
+
+
+def test_the_replicated_kda_specs_gather_the_state_in_the_compiled_step():
+    """reports/compile/tpu-inference-kimi-linear-nodp-kda/records.json (benchmarks/tpu_inference_kda_compile.py --no-dp
+    8 on tpu7x:2x2x4, 2,048 state slots): at bc1aa6a1 (the core's specs P(data, None, ...)) one KDA layer's temporaries
+    exceed its whole, ungathered pool (2,048 x 2,170,880 B); at e65bd14c (the specs split by heads) they stay under
+    it. Evidence for the case's gap; no term is priced from it."""
+    import json
+
+    path = Path(__file__).resolve().parents[2] / "reports/compile/tpu-inference-kimi-linear-nodp-kda/records.json"
+    recs = {(r["src_commit"][:8], r["point"]["layers"]): r for r in json.loads(path.read_text())}
+    whole_pool = 2048 * (32 * 128 * 128 * 4 + 3 * 3 * 4096 * 2)
+    assert whole_pool == 2048 * 2_170_880
+    assert recs[("bc1aa6a1", 1)]["temp_bytes"] > whole_pool > recs[("e65bd14c", 1)]["temp_bytes"]
+    temps = [recs[("bc1aa6a1", n)]["temp_bytes"] for n in (1, 2, 4, 20)]
+    assert temps == sorted(temps)
