@@ -28,7 +28,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from tpu_inference_harness import mesh_over, print_record, stub_package  # noqa: E402
+from tpu_inference_harness import mesh_of, mesh_over, print_record, stub_package  # noqa: E402
 
 _COND = """    new_recurrent, o = jax.lax.cond(is_decode_only, decode_branch,
                                     mixed_branch, None)
@@ -74,6 +74,15 @@ def main() -> None:
         "operand; mixed / decode: that one branch traced alone, as tpu-inference 5b04eb356 selects it per executable "
         "(its _kda_ragged_core hunk applied to the source read)",
     )
+    p.add_argument(
+        "--no-dp",
+        metavar="MODEL",
+        type=int,
+        help="the mesh without DP attention: 'model' MODEL x 'expert' the rest (sharding_strategy tensor_parallelism x "
+        "expert_parallelism, enable_dp_attention false), and the state pools split by heads over ATTN_HEAD as the "
+        "runner allocates them (kv_cache_manager.py: conv P(ATTN_DATA, None, ATTN_HEAD), recurrent P(ATTN_DATA, "
+        "ATTN_HEAD, None, None)); the KDA core's own specs are the source read's",
+    )
     p.add_argument("--hlo", help="write the compiled HLO here (to find the pool-shaped copies)")
     a = p.parse_args()
     os.environ.setdefault("NEW_MODEL_DESIGN", "1")
@@ -88,7 +97,9 @@ def main() -> None:
     from jax.sharding import NamedSharding
     from jax.sharding import PartitionSpec as P
 
-    devs, mesh = mesh_over(a.target, "attn_dp_expert")
+    devs, mesh = (
+        mesh_of(a.target, {"model": a.no_dp, "expert": 0}) if a.no_dp else mesh_over(a.target, "attn_dp_expert")
+    )
     kda = importlib.import_module("tpu_inference.layers.common.kda_attention")
     if a.branch != "cond":
         _select_branch(kda, a.branch)
@@ -121,19 +132,25 @@ def main() -> None:
         g_b_proj=arg((hk, k), jnp.bfloat16, rep),
     )
     data = axis.ATTN_DATA
+    head = axis.ATTN_HEAD if a.no_dp else None
     state = kda.KDAState(
-        conv_q=arg((s, w - 1, hk), jnp.bfloat16, P(data, None, None)),
-        conv_k=arg((s, w - 1, hk), jnp.bfloat16, P(data, None, None)),
-        conv_v=arg((s, w - 1, hk), jnp.bfloat16, P(data, None, None)),
-        recurrent=arg((s, h, k, k), jnp.float32, P(data, None, None, None)),
+        conv_q=arg((s, w - 1, hk), jnp.bfloat16, P(data, None, head)),
+        conv_k=arg((s, w - 1, hk), jnp.bfloat16, P(data, None, head)),
+        conv_v=arg((s, w - 1, hk), jnp.bfloat16, P(data, None, head)),
+        recurrent=arg((s, h, k, k), jnp.float32, P(data, head, None, None)),
     )
+    ranks = 1 if a.no_dp else n  # the ATTN_DATA ranks: every device under DP attention, one without it
     meta = (
-        arg((n * a.reqs,), jnp.int32, P(data)),  # state_indices
-        arg((n * (a.reqs + 1),), jnp.int32, P(data)),  # query_start_loc, a rank's (reqs + 1) entries
-        arg((n * 3,), jnp.int32, P(data)),  # distribution
-        arg((n * a.reqs,), jnp.bool_, P(data)),  # has_initial_state
+        arg((ranks * a.reqs,), jnp.int32, P(data)),  # state_indices
+        arg((ranks * (a.reqs + 1),), jnp.int32, P(data)),  # query_start_loc, a rank's (reqs + 1) entries
+        arg((ranks * 3,), jnp.int32, P(data)),  # distribution
+        arg((ranks * a.reqs,), jnp.bool_, P(data)),  # has_initial_state
     )
     x = arg((t, d), jnp.bfloat16, P(data, None))
+
+    out_shardings = None
+    if a.no_dp:  # the runner's jit returns the new pools in the shardings it allocated (donated in place)
+        out_shardings = ([jax.tree.map(lambda v: v.sharding, state)] * a.layers, NamedSharding(mesh, P(data, None)))
 
     def step(states, x, params, idx, qsl, dist, init):
         out = []
@@ -148,7 +165,8 @@ def main() -> None:
     states = [state] * a.layers
     t0 = time.time()
     with jax.set_mesh(mesh):
-        compiled = jax.jit(step, donate_argnums=(0,)).lower(states, x, params, *meta).compile()
+        jitted = jax.jit(step, donate_argnums=(0,), out_shardings=out_shardings)
+        compiled = jitted.lower(states, x, params, *meta).compile()
     m = compiled.memory_analysis()
     if a.hlo:
         with open(a.hlo, "w") as f:
@@ -159,7 +177,7 @@ def main() -> None:
     print_record(
         a,
         devs,
-        ("tokens", "slots", "reqs", "hidden", "heads", "layers", "no_conv", "branch"),
+        ("tokens", "slots", "reqs", "hidden", "heads", "layers", "no_conv", "branch", "no_dp"),
         m,
         t0,
         ("temp_bytes", "argument_bytes", "output_bytes", "alias_bytes"),

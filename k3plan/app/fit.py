@@ -333,6 +333,38 @@ def _compiled_fit(setup: Setup, workload, d, *, on_job=None, on_phase=None) -> F
     )
 
 
+def _engine_commit(text: str):
+    """The EngineCommit fit --engine-version names (``<sha>`` or ``<engine>@<sha>``) for an engine that ships a table
+    of its main history (Engine.commit_of, which refuses a commit it does not hold in one line); None where the text
+    is not a commit (a release number, read by parse_release)."""
+    from k3plan.engines.registry import engines, find_engine
+    from k3plan.engines.release import split_commit
+    from k3plan.errors import K3PlanError
+
+    named = split_commit(text)
+    if named is None:
+        return None
+    name, digits = named
+    tables = [e for e in engines() if e.commit_of is not None]
+    if name is not None:
+        engine = find_engine(name)
+        if engine is None or engine.commit_of is None:
+            raise K3PlanError(
+                f"--engine-version {text!r}: k3plan places commits of {', '.join(e.name for e in tables)} only "
+                "(a table of its main history); name a release number such as 0.11.1"
+            )
+        tables = [engine]
+    for engine in tables:
+        assert engine.commit_of is not None
+        found = engine.commit_of(digits)
+        if found is not None:
+            return found
+    raise K3PlanError(
+        f"--engine-version {text!r}: expected a release number such as 0.11.1 or v0.5.15, or "
+        + "; or ".join(e.commit_expected() for e in tables if e.commit_expected is not None)
+    )
+
+
 def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None, *, engine_version: str | None = None):
     """fit's setup options and workload from a serve command (k3plan.engines.serve): the command's flags win;
     a split or stack given beside it is bad input. The verdict is the engine's start check: one sequence of
@@ -353,15 +385,22 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
     hw = load_hardware(setup_options["hardware"])
     from k3plan.engines.release import parse_post, parse_release, release_text
 
-    release = None if engine_version is None else parse_release(engine_version)
+    commit = None if engine_version is None else _engine_commit(engine_version)
+    release = None if engine_version is None else commit.follows if commit else parse_release(engine_version)
     q = parse_serve(
         serve,
         platform=hw.kind,
         device_gib=hw.usable_bytes_per_device / GiB,
         device_name=hw.name,
         release=release,
-        release_post=0 if engine_version is None else parse_post(engine_version),
+        release_post=0 if engine_version is None or commit else parse_post(engine_version),
+        commit=commit,
     )
+    if commit is not None and engine_rules(q.stack).name != commit.engine:
+        raise K3PlanError(
+            f"--engine-version {engine_version}: a commit of {commit.engine}, but the command runs "
+            f"{engine_rules(q.stack).name}; name its release"
+        )
     if q.release is not None:
         rules = engine_rules(q.stack)
         concerns = not rules.by_release_models or q.model.startswith(rules.by_release_models)
@@ -390,6 +429,10 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
             f"release X): {follows}"
             if q.release_default
             else f"--engine-version {release_text(q.release)}: {follows}"
+            if commit is None
+            else f"--engine-version {engine_version}: {commit.text()}, placed by k3plan's table of main's history "
+            f"(through {commit.head}): a rule gated at the commit that changed it compares by ancestry on main, one "
+            f"gated at a release only reads it as {release_text(q.release)}: {follows}"
         )
         q = dataclasses.replace(q, caveats=(*q.caveats, said))
     if setup_options.get("model") not in (None, "kimi-k3", q.model):
@@ -1474,6 +1517,7 @@ def _backend_refusal(
             return None
         return worker.dsv4_smem_refusal(
             release=served.release,
+            commit=served.commit,
             max_model_len=max_model_len,
             max_num_seqs=served.batch,
             dp=served.dp,

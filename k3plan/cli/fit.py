@@ -64,7 +64,9 @@ def command(
         str | None,
         typer.Option(
             "--engine-version",
-            help="The engine release the --serve command runs (0.11.1, v0.5.15; a nightly: the release it precedes). "
+            help="The engine release the --serve command runs (0.11.1, v0.5.15; a nightly: the release it precedes; "
+            "tpu-inference also takes a main commit, 8ead48e6 or tpu-inference@8ead48e6, placed by k3plan's table of "
+            "its main history). "
             "The rules that changed between releases follow it (the output's caveat names them); without it a vLLM "
             "or SGLang GPU command is read as the newest release of its engine k3plan prices (the caveat names it), "
             "other engines' rules as the code each cites.",

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Literal, Optional
 
 from k3plan.engines.dsv4_layout import Dsv4Layout, EngramPlacement
+from k3plan.engines.release import EngineCommit
 
 
 @dataclass(frozen=True)
@@ -54,8 +55,8 @@ class HbmWorker:
     # the copies, a device's attention pages of every attention layer, are added to the step's temporaries
     attention_cache_copies: Optional[Callable[..., Optional[str]]] = None
     # where a kernel the step compiles at start asks the TPU's scalar memory for more than it holds: a function of
-    # keyword arguments release, max_model_len, max_num_seqs, dp (the attention-DP ranks), block (the KV block) and
-    # options returning (the engine's error, where it is raised) or None; asked for DeepSeek-V4 only (tpu-inference's
+    # keyword arguments release, commit (the EngineCommit fit --engine-version named, or None), max_model_len,
+    # max_num_seqs, dp (the attention-DP ranks), block (the KV block) and options returning (the engine's error, where it is raised) or None; asked for DeepSeek-V4 only (tpu-inference's
     # compressor kernel: engines/tpu_inference/dsv4_smem.py)
     dsv4_smem_refusal: Optional[Callable[..., Optional[tuple[str, str]]]] = None
 
@@ -168,6 +169,12 @@ class Engine:
     # is read and priced under --engine-version, not yet the default: engines/vllm/releases.py NEWEST_READ); a command
     # of a later release is priced by its rules, with a caveat saying so. None: the default above
     latest_release_read: tuple[int, int, int] | None = None
+    # (the hex digits of a commit fit --engine-version names) -> its EngineCommit (k3plan.engines.release), placed by
+    # the table of the engine's main history k3plan ships, or None where the table does not hold it (tpu-inference:
+    # engines/tpu_inference/commits.py); None: the engine takes release numbers only
+    commit_of: Optional[Callable[[str], Optional[EngineCommit]]] = None
+    # () -> the words a refusal of a commit the table does not hold names (what --engine-version takes)
+    commit_expected: Optional[Callable[[], str]] = None
     # (release, async_scheduling, pp, v2_runner) -> the batches of the prefill budget a windowed KV group holds pages
     # for, as a serve command runs (vLLM: engines/vllm/releases.py in_flight_batches); None: not the engine's rule
     windowed_in_flight: Optional[Callable[..., int]] = None

@@ -3,11 +3,15 @@ engine and version would"). Most of an engine's rules are read at one commit and
 between releases in what k3plan prices follow the release named here, each rule saying in which releases it was
 read (``Engine.by_release`` lists them an engine). Without ``--engine-version`` a GPU command of an engine that
 names its newest release read (``Engine.newest_release_read``: vLLM's 0.33.0, SGLang's 0.5.23) is read as that release;
-every other rule is the one read at its cited commit."""
+every other rule is the one read at its cited commit. An engine that ships a table of its main branch's history
+(``Engine.commit_of``: tpu-inference's) also takes a commit of it, ``--engine-version <sha>`` or ``<engine>@<sha>``:
+placed by ancestry on main, its rules gated by a commit compare by that order and those gated by a release only read
+it as the release it follows (``EngineCommit``)."""
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from k3plan.errors import K3PlanError
 
@@ -26,6 +30,53 @@ def parse_release(text: str) -> Release:
             "release it precedes)"
         )
     return int(m[1]), int(m[2]), int(m[3] or 0)
+
+
+# a commit as fit --engine-version names it: hex digits, optionally after the engine's name and '@'
+_COMMIT = re.compile(r"(?:([a-z][a-z0-9_-]*)@)?([0-9a-fA-F]{7,40})")
+
+
+@dataclass(frozen=True)
+class EngineCommit:
+    """A commit of an engine's main branch placed by the table of main's first-parent history k3plan ships for it
+    (``Engine.commit_of``): ``position`` orders it against the commits its rules are gated at (0: the table's first),
+    ``follows`` is the release last cut from main at or before it (a rule gated by a release only reads the commit as
+    that release), ``cut`` that cut's commit and ``head`` the table's newest commit."""
+
+    engine: str
+    sha: str
+    position: int
+    date: str
+    follows: Release
+    cut: str
+    head: str
+    # a commit off main the table lists (a dev branch's build k3plan names): ``position`` is then that of the main
+    # commit it branched from (``base``), and ``holds`` the other listed branch commits it holds
+    base: str | None = None
+    holds: tuple[str, ...] = ()
+
+    def text(self) -> str:
+        """'tpu-inference main 8ead48e6 (2026-07-31, following 0.26.0's cut from main at 7bad4320)'; a branch commit
+        names the main commit it branched from."""
+        if self.base is not None:
+            return (
+                f"{self.engine} {self.sha} ({self.date}), a commit off main that branched from main at {self.base} "
+                f"(following {release_text(self.follows)}'s cut at {self.cut}): its main code is read as {self.base}'s, "
+                "its branch's own changes only where a rule is gated at a branch commit it holds"
+            )
+        return (
+            f"{self.engine} main {self.sha} ({self.date}, following {release_text(self.follows)}'s cut from main at "
+            f"{self.cut})"
+        )
+
+
+def split_commit(text: str) -> tuple[str | None, str] | None:
+    """(the engine named before '@' or None, the hex digits) where ``text`` names a commit rather than a release
+    number; None where it does not look like one."""
+    m = _COMMIT.fullmatch(text.strip())
+    if m is None or _RELEASE.fullmatch(text.strip()) is not None:
+        return None
+    return m[1], m[2].lower()
 
 
 def parse_post(text: str) -> int:

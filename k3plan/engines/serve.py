@@ -858,6 +858,9 @@ class ServeQuestion:
     # where the command names none: release_default); None: each rule's commit
     release: Any = None
     release_default: bool = False
+    # the engine's main commit fit --engine-version named (an EngineCommit, k3plan.engines.release; ``release`` is
+    # then the release it follows), for the rules gated at the commit that changed them; None: a release or none
+    commit: Any = None
     # config fields set over the checkpoint's config before the model is built (serve_values.read_hf_overrides)
     hf_overrides: tuple[tuple[str, int], ...] = ()
     max_total_tokens: int | None = None  # SGLang's --max-total-tokens as given (None: the pool's own size)
@@ -1072,11 +1075,13 @@ def parse_serve(
     device_name: str = "",
     release: tuple[int, int, int] | None = None,
     release_post: int = 0,
+    commit: Any = None,
 ) -> ServeQuestion:
     """``platform``: the hardware's kind ("tpu" or "gpu"): vllm serve on a TPU is torchtpu-vllm, on a GPU vllm.
     ``device_gib`` / ``device_name``: the device's memory and name, for the defaults the engine picks by them
     (vLLM's max_num_seqs and max_num_batched_tokens, SGLang's chunked_prefill_size). ``release`` / ``release_post``:
-    the release the command runs and its post-release number (k3plan.engines.release parse_release, parse_post)."""
+    the release the command runs and its post-release number (k3plan.engines.release parse_release, parse_post).
+    ``commit``: the engine's main commit named instead (an EngineCommit; ``release`` the release it follows)."""
     env, argv = _env_prefix(_split(command))
     llm = None
     for hook in (getattr(f, "translate", None) for f in FAMILIES):  # a script that starts a family's engine class
@@ -1117,6 +1122,7 @@ def parse_serve(
         model=model,
         release=release,
         release_post=release_post if not release_default else 0,
+        commit=commit,
         resolve=model_of,
     )
     if llm is not None:
@@ -1262,6 +1268,7 @@ def parse_serve(
         mlp_whole_tp=r.mlp_whole_tp,
         release=release,
         release_default=release_default,
+        commit=commit,
         hf_overrides=r.hf_overrides,
     )
 

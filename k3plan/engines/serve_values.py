@@ -119,6 +119,9 @@ class Reading:
     # its post-release number (fit --engine-version 0.4.8.post1: 1; 0 without one), for the rules that changed within a
     # release's post-releases (k3plan.engines.release.parse_post)
     release_post: int = 0
+    # the engine's main commit fit --engine-version named (an EngineCommit, k3plan.engines.release; ``release`` is then
+    # the release it follows), for the rules gated at the commit that changed them; None: a release or none named
+    commit: Any = None
     # the model id -> the bundled model it is (engines.serve.model_of, one rule; it refuses a checkpoint k3plan
     # cannot price), for a family's rules that hold for one model only
     resolve: Callable[[str], str] | None = None

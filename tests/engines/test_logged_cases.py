@@ -20,6 +20,7 @@ GiB = 2**30
 KEYS = {"engine", "version", "hardware", "topology", "source", "serve", "logged", "expect"}
 # optional: the release k3plan is told the command runs (fit --engine-version), where a rule k3plan prices changed
 # between releases and the case's version field names one (or a nightly just before one)
+# (tpu-inference: or a main commit, placed by engines/tpu_inference/main_history.txt)
 OPTIONAL_KEYS = {"engine_version"}
 EXPECT = {
     "starts",  # the engine started (true), stopped with the logged error (false), or neither said (null: the run

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from k3plan.engines.engine import Engine
-from k3plan.engines.tpu_inference import dsv4
+from k3plan.engines.tpu_inference import commits, dsv4
 from k3plan.engines.tpu_inference.memory import WORKER
 from k3plan.engines.tpu_inference.serve import INT4_F32_SCALES_FROM, MLA_CHECK_FROM
 
@@ -58,4 +58,7 @@ ENGINE = Engine(
     ),
     option_defaults=option_defaults,
     oldest_release_read=INT4_F32_SCALES_FROM,
+    # fit --engine-version <main commit>: placed by the shipped table of main's history (commits.py)
+    commit_of=commits.commit_of,
+    commit_expected=commits.expected,
 )

@@ -24,8 +24,9 @@ compressor state on CSA's no-rope pages:
   (layers/vllm/backends/flash_attn_mla.py), DeepSeek-V4's --block-size refused by this reader (serve.py).
 Between #3310 (8ead48e6, 2026-07-31) and #3319 HCA's state sat on its own compressed-KV page, (block / 128) x 2 rows
 (config.py physical_page_size @8ead48e6), a 2-token state block: 64 x 4,608 x 4 = 1,179,648 B, the engine's figure
-(786e8753's message); no release holds those commits (v0.26.0, 2026-07-30, predates #3310; v0.27.0 holds #3319), so
-k3plan cannot be told one. Before v0.27.0 the compressor is another kernel (kernels/experimental/deepseek_v4/
+(786e8753's message); no release holds those commits (v0.26.0, 2026-07-30, predates #3310; v0.27.0 holds #3319): fit
+--engine-version names them as main commits (commits.py), this layout from #3310 (``HCA_OWN_PAGE``) to #3319
+(``CSA_PAGE``). Before #3310 (v0.26.0 and before) the compressor is another kernel (kernels/experimental/deepseek_v4/
 compressor.py, removed by #3310), not read: no check there.
 
 The SMEM capacity: jax's jax/_src/pallas/mosaic/tpu_info.py (jax 0.10.2) ChipVersion.TPU_7 / TPU_7X, TPU_V6E, TPU_V5E,
@@ -39,6 +40,8 @@ tpu_inference_dsv4_smem_compile.py): 8ead48e6's HCA 64 x 4,608 table fails with 
 
 from __future__ import annotations
 
+from k3plan.engines.release import EngineCommit
+from k3plan.engines.tpu_inference.commits import Gate, holds
 from k3plan.units import MiB
 
 # jax/_src/pallas/mosaic/tpu_info.py (jax 0.10.2): smem_capacity_bytes, 1 MiB per core on v4 to 7x
@@ -49,6 +52,13 @@ SMEM_SOURCE = (
 )
 # the first release whose compressor kernel is read (the layout of #3319, 55054439, through b8692ff0)
 READ_FROM = (0, 27, 0)
+# on main: compress_norm_rope_store from #3310 (8ead48e6), HCA's state on its own page until #3319 (55054439)
+HCA_OWN_PAGE = Gate(READ_FROM, "8ead48e6")
+CSA_PAGE = Gate(READ_FROM, "55054439")
+# the fix on branch cuiq-fix-dsv4-smem (786e8753, "[DSv4] Prefetch per-token window pages instead of the full block
+# table"): the kernel prefetches a [num_tokens, pages_to_buffer_per_token] array, which scales with the scheduled
+# tokens, not the table; not priced, so no check at a commit that holds it
+PER_TOKEN_PAGES = Gate(None, "786e8753")
 MIN_NUM_SEQS = 8  # runner/tpu_runner.py MIN_NUM_SEQS
 INT32 = 4
 # config.py (b8692ff0): a compressor's f32 state rows a token and its host page's rows a block, per mode, as
@@ -62,6 +72,13 @@ AT = (
     "compress_and_store/kernel.py compress_norm_rope_store (scalar_prefetch = (block_table, ...)), called from "
     "compressor_v1.py compressor_forward (layers/vllm/custom_ops/experimental/deepseek_v4/deepseek_v4_compressor.py "
     "VllmDeepseekCompressor.forward), compiled by the precompile after the KV cache"
+)
+
+AT_HCA_OWN_PAGE = (
+    "vllm-project/tpu-inference@8ead48e6 (#3310, main before #3319) tpu_inference/kernels/experimental/deepseek_v4/"
+    "compress_and_store/kernel.py compress_norm_rope_store (scalar_prefetch = (block_table, ...)) and config.py "
+    "physical_page_size (HCA's state on its own (block / 128) x 2-row page), compiled by the precompile after the KV "
+    "cache"
 )
 
 
@@ -85,6 +102,7 @@ def table_bytes(*, max_model_len: int, max_num_seqs: int, dp: int, state_block: 
 def smem_refusal(
     *,
     release: tuple[int, int, int] | None,
+    commit: EngineCommit | None = None,
     max_model_len: int,
     max_num_seqs: int,
     dp: int,
@@ -92,14 +110,14 @@ def smem_refusal(
     options: dict[str, str],
 ) -> tuple[str, str] | None:
     """(the engine's error, where it is raised) where DeepSeek-V4's largest compressor state block table overflows
-    SMEM at the code read (``READ_FROM`` on, or no release given: main b8692ff0); None where it fits, where the
-    release's compressor was not read, or where SKIP_JAX_PRECOMPILE=1 compiles no step at start (the first batch
-    then fails instead)."""
-    if release is not None and release < READ_FROM:
+    SMEM at the code read (``READ_FROM`` on, or no release given: main b8692ff0; a main ``commit`` from #3310, HCA's
+    own page before #3319); None where it fits, where the release's compressor was not read, or where
+    SKIP_JAX_PRECOMPILE=1 compiles no step at start (the first batch then fails instead)."""
+    if holds(HCA_OWN_PAGE, release, commit) is False or holds(PER_TOKEN_PAGES, release, commit):
         return None
     if options.get("skip_jax_precompile") == "1":
         return None
-    blocks = state_blocks(block)
+    blocks = state_blocks(block, hca_own_page=holds(CSA_PAGE, release, commit) is False)
     mode = min(blocks, key=lambda m: blocks[m])
     size = table_bytes(max_model_len=max_model_len, max_num_seqs=max_num_seqs, dp=dp, state_block=blocks[mode])
     if size <= SMEM_BYTES:
@@ -112,4 +130,4 @@ def smem_refusal(
         f"{rows:,} sequences a DP rank x {pages:,} pages of {blocks[mode]} tokens (--max-model-len {max_model_len:,}, "
         f"{block:,}-token KV block) in int32, over the 1 MiB of SMEM ({SMEM_SOURCE})"
     )
-    return message, AT
+    return message, AT if holds(CSA_PAGE, release, commit) is not False else AT_HCA_OWN_PAGE

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from k3plan.engines.engine import HbmWorker
 from k3plan.engines.tpu_inference.dsv4_smem import smem_refusal
-from k3plan.engines.tpu_inference.serve import JAX_KIMI_ARCHS, NO_DP_OPTION, VLLM_CODE
+from k3plan.engines.tpu_inference.serve import JAX_KIMI_ARCHS, NO_DP_CHOICES, NO_DP_OPTION, VLLM_CODE
 
 COMMIT = "811f8e20"
 WORKER_SOURCE = (
@@ -119,7 +119,7 @@ def attention_cache_copies(*, options: dict[str, str]) -> str | None:
     """Where the JAX Kimi step without DP attention (stack option unsafe_mla_without_dp_attention=1, which the command
     reader allows for kimi_k3.py alone) copies every MLA cache: NO_DP_CACHE_COPY_SOURCE; None elsewhere and where
     SKIP_JAX_PRECOMPILE=1 compiles no step at start."""
-    if options.get(NO_DP_OPTION) != "1" or options.get("skip_jax_precompile") == "1":
+    if options.get(NO_DP_OPTION) not in NO_DP_CHOICES or options.get("skip_jax_precompile") == "1":
         return None
     return NO_DP_CACHE_COPY_SOURCE
 
@@ -212,7 +212,7 @@ def step_temporaries(
             expert_parallel=expert_parallel,
         )
     jax_kimi = architecture in JAX_KIMI_ARCHS | JAX_KIMI_MODEL_TYPES
-    no_dp = options.get(NO_DP_OPTION) == "1"  # the expert axis split over 'expert' (NO_DP_STEP_SOURCE)
+    no_dp = options.get(NO_DP_OPTION) in NO_DP_CHOICES  # the expert axis split over 'expert' (NO_DP_STEP_SOURCE)
     if not jax_kimi or n_moe == 0 or (dp <= 1 and not no_dp):
         return None
     rows = tokens * dp * top_k

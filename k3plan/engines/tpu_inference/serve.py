@@ -34,6 +34,7 @@ from k3plan.engines.serve_values import (
     refuse_unpriced,
     suffix_int,
 )
+from k3plan.engines.tpu_inference.commits import Gate, holds, named
 from k3plan.engines.tpu_inference.llm_class import OFFLINE
 from k3plan.errors import K3PlanError
 from k3plan.units import fmt_gib
@@ -168,6 +169,20 @@ KIMI_TEXT_ONLY_SOURCE = (
 )
 # the stack option that lays K3 out without DP attention (stack.yaml options unsafe_mla_without_dp_attention)
 NO_DP_OPTION = "unsafe_mla_without_dp_attention"
+# its choice at a build before the K3 bring-up split the KDA parameters by heads (ad1af3ab, "Kimi: shard the KDA
+# parameters over the head axis", branch cuiq-k3-shapes, 2026-08-01 22:08): kimi_k3.py KimiDeltaAttention creates every
+# KDA parameter P() there (its NOTE(sharding): "the KDA parameters are replicated ... correctness comes first here";
+# kda_attention.py _core_specs P(data, None) and P() for the parameters), the state pool still allocated by heads
+# (runner/kv_cache_manager.py: P(ATTN_DATA, None, ATTN_HEAD) / P(ATTN_DATA, ATTN_HEAD, None, None)); read at
+# bc1aa6a1 (branch cuiq-k3-mla-nodp), named with fit --engine-version (commits.py, a listed branch commit)
+NO_DP_KDA_REPLICATED = "1-replicated-kda"
+NO_DP_CHOICES = ("1", NO_DP_KDA_REPLICATED)
+KDA_HEAD_SPLIT = Gate(None, "ad1af3ab")
+KDA_REPLICATED_SOURCE = (
+    "vllm-project/tpu-inference@bc1aa6a1 (branch cuiq-k3-mla-nodp, before ad1af3ab's head split) tpu_inference/models/"
+    "jax/kimi_k3.py KimiDeltaAttention.__post_init__ (every _einsum kernel_init P(), the conv weights, A_log and "
+    "dt_bias sharding=P()) and layers/common/kda_attention.py _core_specs (the parameters P())"
+)
 NO_DP_MESH_SOURCE = (
     "vllm-project/tpu-inference@e65bd14c tpu_inference/layers/common/sharding.py ShardingConfigManager."
     "from_vllm_config (enable_dp_attention false: attn_dp = attn_dp_expert = 1, 'model' = tensor_parallelism, "
@@ -361,8 +376,10 @@ UNROUTED_NOTE = (
     "ShardingAxisName2D, runner/kv_cache.py create_kv_caches), which k3plan prices for tpu-inference's own "
     "examples/offline_inference.py under --engine-version below 0.19.0)"
 )
-# the MLA check's first release: from it an MLA model runs only under NEW_MODEL_DESIGN=1 and DP attention
+# the MLA check's first release: from it an MLA model runs only under NEW_MODEL_DESIGN=1 and DP attention; on main
+# from #2222 (6a488560, after v0.18.0's cut)
 MLA_CHECK_FROM = (0, 19, 0)
+MLA_CHECK = Gate(MLA_CHECK_FROM, "6a488560")
 MLA_CHECK_SOURCE = (
     "vllm-project/tpu-inference@6a488560 (#2222, '[MLA][DP] Enforce DP/NEW_MODEL_DESIGN is used for MLA models', "
     "2026-04-13; tags v0.19.0 on, not v0.18.0) tpu_inference/platforms/tpu_platform.py TpuPlatform."
@@ -412,7 +429,7 @@ def _additional(r: Reading) -> int:
     the sparse matmul and replicate_attn_weights (no memory effect); any other key refused."""
     raw = r.get(ADDITIONAL)
     if raw is None:  # tpu-inference's offline script without a sharding strategy (routes), at 0.19.0 on
-        release = "" if r.release is None else f" at {'.'.join(map(str, r.release))}"
+        release = f" at {named(r.release, r.commit)}" if r.release is not None else ""
         raise K3PlanError(
             f"--serve: tpu-inference{release} without --additional-config sharding_strategy enable_dp_attention and "
             f"NEW_MODEL_DESIGN=1: from v0.19.0 it refuses an MLA model so ({MLA_CHECK_SOURCE}); before it (fit "
@@ -480,13 +497,13 @@ def _mesh_2d(r: Reading) -> bool:
     """Whether tpu-inference runs this command on its 2-D mesh (MESH_2D_SOURCE): no --additional-config, NEW_MODEL_DESIGN
     unset, at a release before the MLA check (MLA_CHECK_FROM; fit --engine-version). NEW_MODEL_DESIGN=1 there without a
     sharding strategy (the base mesh without DP attention) is refused, not read."""
-    if r.flags.get(ADDITIONAL) is not None or r.release is None or r.release >= MLA_CHECK_FROM:
+    if r.flags.get(ADDITIONAL) is not None or holds(MLA_CHECK, r.release, r.commit) is not False:
         return False
     design = r.env.get(NEW_MODEL_DESIGN)
     if design is not None and env_on(design):
         raise K3PlanError(
             f"--serve: {NEW_MODEL_DESIGN}={design} without --additional-config sharding_strategy at tpu-inference "
-            f"{'.'.join(map(str, r.release))}: the base mesh (data, attn_dp, attn_dp_expert, expert, model) without DP "
+            f"{named(r.release, r.commit)}: the base mesh (data, attn_dp, attn_dp_expert, expert, model) without DP "
             "attention was not read; k3plan reads that release's 2-D mesh (NEW_MODEL_DESIGN unset) or DP attention"
         )
     return True
@@ -540,7 +557,7 @@ def _mesh_2d_layout(r: Reading) -> None:
     r.options["disable_weight_requantization"] = "1"  # int4 codes, float32 group-32 scales (W4A16_SOURCE)
     r.options[MESH_OPTION] = MESH_2D  # after model_impl=vllm: this choice's splits replace its tp <= 1
     r.env_read.add(NEW_MODEL_DESIGN)
-    release = ".".join(map(str, r.release or ()))
+    release = named(r.release, r.commit)
     r.caveats.append(
         f"tpu-inference {release}, before its MLA check ({MLA_CHECK_SOURCE}): no sharding_strategy and "
         f"{NEW_MODEL_DESIGN} unset run the 2-D mesh 'data' 1 x 'model' {r.tp}: vLLM's attention, dense MLP and shared "
@@ -569,11 +586,19 @@ def _no_dp_mesh(r: Reading, strategy: dict[str, object]) -> int:
             f"{expert} = {model * expert} devices, not the {r.tp} of --tensor-parallel-size ({NO_DP_MESH_SOURCE}); "
             "k3plan reads a mesh over every device"
         )
-    r.options[NO_DP_OPTION] = "1"
+    replicated = holds(KDA_HEAD_SPLIT, r.release, r.commit) is False
+    r.options[NO_DP_OPTION] = NO_DP_KDA_REPLICATED if replicated else "1"
     r.env_read.add(UNSAFE_NO_DP_ATTENTION)
     r.caveats.append(
         f"{UNSAFE_NO_DP_ATTENTION}=1: tpu-inference runs this MLA model without DP attention ({UNSAFE_SOURCE}: the "
         f"check warns), on 'model' {model} x 'expert' {expert}: {NO_DP_LAYOUT}"
+        + (
+            f"; at {named(r.release, r.commit)}, before the KDA head split ({KDA_HEAD_SPLIT.commit}), every KDA "
+            f"parameter replicated instead ({KDA_REPLICATED_SOURCE}): stack option {NO_DP_OPTION}="
+            f"{NO_DP_KDA_REPLICATED}"
+            if replicated
+            else ""
+        )
     )
     return expert
 
@@ -632,7 +657,7 @@ def _jax_kimi(r: Reading, impl: str, expert_ways: int) -> None:
         )
     r.text_only = True  # KIMI_TEXT_ONLY_SOURCE
     r.caveats.append(f"the vision tower not loaded: {KIMI_TEXT_ONLY_SOURCE}")
-    if r.options.get(NO_DP_OPTION) == "1":
+    if r.options.get(NO_DP_OPTION) in NO_DP_CHOICES:
         r.env_read.add(MODEL_IMPL)  # the experts over 'expert' x 'model', every device (NO_DP_LAYOUT)
         return
     if expert_ways == 1:
@@ -762,7 +787,7 @@ def _env(r: Reading, expert_ways: int) -> None:
             f"priced as {MODEL_IMPL}=vllm"
         )
         impl = VLLM_CODE
-    if r.options.get(NO_DP_OPTION) == "1" and not (impl in JAX_IMPLS and arch in JAX_KIMI_ARCHS):
+    if r.options.get(NO_DP_OPTION) in NO_DP_CHOICES and not (impl in JAX_IMPLS and arch in JAX_KIMI_ARCHS):
         raise K3PlanError(
             f"--serve: {UNSAFE_NO_DP_ATTENTION}=1 on {r.model} ({MODEL_IMPL}={impl}): the layout without DP attention "
             "was read for tpu-inference's JAX Kimi model (kimi_k3.py @e65bd14c) only; k3plan prices this checkpoint "
@@ -895,6 +920,12 @@ def _default_chunk(r: Reading, seqs: str | None) -> None:
 INT4_F32_SCALES_FROM = (0, 20, 0)
 INT4_F32_SCALES_UNTIL = (0, 22, 0)
 INT4_ENV_READ_FROM = (0, 21, 0)  # 0.20.0's W4A8 method reads no MOE_REQUANTIZE_* (0.21.0: the block size)
+# the same on main (fit --engine-version <commit>): #2306 (507cfa16) and #2659 (443bcc3b) above; the W4A8 method reads
+# MOE_REQUANTIZE_BLOCK_SIZE from #2649 (efec1212, 2026-05-18, main after v0.21.0's cut 4685c888; the v0.21.0 tag
+# carries it as the cherry-pick 4486ec9a)
+INT4_F32_SCALES = Gate(INT4_F32_SCALES_FROM, "507cfa16")
+INT4_F32_SCALES_END = Gate(INT4_F32_SCALES_UNTIL, "443bcc3b")
+INT4_ENV_READ = Gate(INT4_ENV_READ_FROM, "efec1212")
 INT4_F32_SCALES_SOURCE = (
     "vllm-project/tpu-inference@56b1e079 (main of 2026-04-30; release 0.20.0 alike) tpu_inference/layers/vllm/"
     "quantization/compressed_tensors/compressed_tensors_moe/compressed_tensors_moe_w4a8.py "
@@ -913,7 +944,7 @@ def _int4_scales(r: Reading) -> None:
     int4 = r.model is not None and r.model.strip().rstrip("/").lower() in INT4_EXPERT_MODELS
     fp4 = r.options.get("moe_requantize_weight_dtype") == "fp4"
     rel = r.release
-    unconditional = rel is not None and INT4_F32_SCALES_FROM <= rel < INT4_F32_SCALES_UNTIL
+    unconditional = bool(holds(INT4_F32_SCALES, rel, r.commit) and not holds(INT4_F32_SCALES_END, rel, r.commit))
     if on and not int4:
         raise K3PlanError(
             f"--serve: {NO_REQUANT}={raw} on {r.model}: k3plan prices the unrequantized experts of the int4 "
@@ -926,9 +957,9 @@ def _int4_scales(r: Reading) -> None:
         )
     if r.options.get("model_impl") != VLLM_CODE or not int4 or not (on or unconditional):
         return
-    if unconditional and fp4 and rel is not None and rel < INT4_ENV_READ_FROM:
+    if unconditional and fp4 and holds(INT4_ENV_READ, rel, r.commit) is False:
         raise K3PlanError(
-            f"--serve: {REQUANT_DTYPE} at tpu-inference {'.'.join(map(str, rel))}: that release's "
+            f"--serve: {REQUANT_DTYPE} at tpu-inference {named(rel, r.commit)}: that release's "
             "VllmCompressedTensorsW4A8MoEMethod reads no MOE_REQUANTIZE_* variable and keeps the int4 experts "
             f"({INT4_F32_SCALES_SOURCE}); remove them"
         )
@@ -937,7 +968,7 @@ def _int4_scales(r: Reading) -> None:
     r.options["disable_weight_requantization"] = "1"
     if unconditional and not on and rel is not None:
         r.caveats.append(
-            f"tpu-inference {'.'.join(map(str, rel))}: the int4 group-32 experts kept as int4 codes with their "
+            f"tpu-inference {named(rel, r.commit)}: the int4 group-32 experts kept as int4 codes with their "
             f"group-32 scales as float32, no requantization ({INT4_F32_SCALES_SOURCE})"
         )
 
@@ -1042,7 +1073,7 @@ def read(r: Reading) -> None:
         # ShardingAxisName2D: attention TP over 'model', every device, one DP group; the experts' width over
         # 'model' too, so their bytes split over every device (MESH_2D_SOURCE)
         r.tp, r.dp = devices, 1
-    if r.options.get(NO_DP_OPTION) == "1":
+    if r.options.get(NO_DP_OPTION) in NO_DP_CHOICES:
         # without DP attention ATTN_HEAD = (model, expert, dcp) spans every device, one DP group (NO_DP_LAYOUT)
         r.tp, r.dp = devices, 1
     # the experts' bytes are over every device either way (SPLIT_SOURCE); the flag picks the MoE backend the step
