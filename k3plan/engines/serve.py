@@ -609,6 +609,11 @@ IGNORED_ENV = {
     #   acceptance of a speculative benchmark (its speed, not its memory), and chat-template defaults
     "SGLANG_ENABLE_UNIFIED_RADIX_TREE",
     "SGLANG_OPT_SWA_SPLIT_LEAF_ON_INSERT",
+    # - MegaMoE's hash-routed layers (InferenceX's dsv4_fp4_b300_sglang.sh and its siblings export it with
+    #   SGLANG_OPT_USE_DEEPGEMM_MEGA_MOE): named in no file of the sglang 0.5.11-0.5.23 wheels (PyPI; srt/environ.py
+    #   declares no such variable), whose MegaMoE runs DeepSeek-V4's hash layers itself (0.5.15 wheel,
+    #   layers/moe/mega_moe.py: the top-k takes input_ids where moe.is_hash), so at every release read it does nothing
+    "SGLANG_OPT_FIX_HASH_MEGA_MOE",
     "SGLANG_OPT_UNIFIED_CACHE_FREE_OUT_OF_WINDOW_SLOTS",
     "SGLANG_RADIX_FORCE_MISS",
     "SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION",
