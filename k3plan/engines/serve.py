@@ -755,6 +755,16 @@ CAVEAT_ENV = {
         "(engines/vllm/dsv4_workspace.py), not the command's value"
     ),
     "VLLM_V2_WARMUP_MAX_NUM_SEQS": "the V2 model runner's warm-up batch: V2's warm-up was not read",
+    # (and InferenceX's GB200 DeepSeek-V4 disaggregated prefill workers, the recipe disagg-gb200-1p1d-dep8-tep8.yaml
+    # at 42d9107fc^): vllm 0.20.0 wheel (PyPI) fused_moe/router/router_factory.py create_fused_moe_router
+    # returns RoutingSimulatorRouter for any non-empty value, whose top-k ids and weights have the real router's
+    # shapes (router/routing_simulator_router.py), but whose routing_method_type is Simulated, which FusedMoE hands
+    # its kernel oracle (fused_moe/layer.py: routing_method=self.routing_method_type)
+    "VLLM_MOE_ROUTING_SIMULATION_STRATEGY": (
+        "simulated MoE routing (RoutingSimulatorRouter): the same top-k tensors, but its routing method (Simulated) "
+        "rules out the monolithic kernels that accept only their own routing (TRT-LLM's): k3plan prices the MoE "
+        "kernel the model's own routing selects"
+    ),
     "VLLM_ALLREDUCE_USE_SYMM_MEM": "vLLM's symmetric-memory all-reduce: its registered buffers are not priced",
     "SGLANG_MOE_NVFP4_DISPATCH": "DeepEP's dispatch in NVFP4: DeepEP's buffers are not priced, with or without it",
     "SGLANG_HACK_FLASHMLA_BACKEND": (
@@ -778,7 +788,12 @@ SPECULATIVE_FLAGS = (
 )
 # the caveats above that take a value, not a switch: any value set is one k3plan does not follow
 CAVEAT_ENV_VALUED = frozenset(
-    {"SGLANG_HACK_FLASHMLA_BACKEND", "VLLM_SPARSE_INDEXER_MAX_LOGITS_MB", "VLLM_V2_WARMUP_MAX_NUM_SEQS"}
+    {
+        "SGLANG_HACK_FLASHMLA_BACKEND",
+        "VLLM_SPARSE_INDEXER_MAX_LOGITS_MB",
+        "VLLM_V2_WARMUP_MAX_NUM_SEQS",
+        "VLLM_MOE_ROUTING_SIMULATION_STRATEGY",
+    }
 )
 CONTROL = frozenset(chr(c) for c in range(32)) - {"\t", "\n", "\r"} | {"\x7f"}
 
