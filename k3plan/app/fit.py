@@ -1031,6 +1031,7 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         mla_workspace=_mla_workspace(served, setup, hardware=hw.name, kind=hw.kind),
         model_buffers=None if served is None else served.model_buffers,
         moe_workspace=_moe_workspace(served, setup, result, kind=hw.kind),
+        moe_moment=_moe_moment(served, setup, result, kind=hw.kind),
         rocm_moe=_rocm_moe(served, setup, st.expert_pad, vendor=hw.vendor, hardware=hw.name),
         rocm_aiter_linear=_rocm_aiter_linear(served, vendor=hw.vendor),
         rocm_wo_a_fp8=_rocm_wo_a_fp8(served, hardware=hw.name, release=_release(served, st.name, hw.kind)),
@@ -1373,6 +1374,21 @@ def _moe_workspace(served, setup: Setup, result: FitResult, *, kind: str) -> tup
     # engines/vllm/moe_workspace.py), every other model's at the hidden size (spec.moe.expert_in is then the hidden)
     args["hidden"] = setup.model.spec.moe.expert_in
     return profile_moe_workspace(**args, all2all_backend=_all2all_backend(served))
+
+
+def _moe_moment(served, setup: Setup, result: FitResult, *, kind: str) -> tuple[int, str] | None:
+    """What DeepSeek-V4's decoder layer holds at its MoE kernel in vLLM's CUDA profile run beyond the workspace buffer
+    (engines/vllm/moe_workspace.py trtllm_mxfp4_moe_moment); None where that path is not priced."""
+    from k3plan.engines.vllm.moe_workspace import trtllm_mxfp4_moe_moment
+
+    spec = setup.model.spec
+    args = _moe_forward_args(served, setup, result, stack=setup.stack.name, kind=kind)
+    if args is None or spec.dsv4 is None or spec.moe is None:
+        return None
+    args.pop("env")
+    return trtllm_mxfp4_moe_moment(
+        **args, experts=spec.moe.num_experts, hc_mult=spec.dsv4.hc_mult, all2all_backend=_all2all_backend(served)
+    )
 
 
 def _rocm_moe(

@@ -611,6 +611,11 @@ IGNORED_ENV = {
     #   acceptance of a speculative benchmark (its speed, not its memory), and chat-template defaults
     "SGLANG_ENABLE_UNIFIED_RADIX_TREE",
     "SGLANG_OPT_SWA_SPLIT_LEAF_ON_INSERT",
+    # - MegaMoE's hash-routed layers (InferenceX's dsv4_fp4_b300_sglang.sh and its siblings export it with
+    #   SGLANG_OPT_USE_DEEPGEMM_MEGA_MOE): named in no file of the sglang 0.5.11-0.5.23 wheels (PyPI; srt/environ.py
+    #   declares no such variable), whose MegaMoE runs DeepSeek-V4's hash layers itself (0.5.15 wheel,
+    #   layers/moe/mega_moe.py: the top-k takes input_ids where moe.is_hash), so at every release read it does nothing
+    "SGLANG_OPT_FIX_HASH_MEGA_MOE",
     "SGLANG_OPT_UNIFIED_CACHE_FREE_OUT_OF_WINDOW_SLOTS",
     "SGLANG_RADIX_FORCE_MISS",
     "SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION",
@@ -752,6 +757,16 @@ CAVEAT_ENV = {
         "(engines/vllm/dsv4_workspace.py), not the command's value"
     ),
     "VLLM_V2_WARMUP_MAX_NUM_SEQS": "the V2 model runner's warm-up batch: V2's warm-up was not read",
+    # (and InferenceX's GB200 DeepSeek-V4 disaggregated prefill workers, the recipe disagg-gb200-1p1d-dep8-tep8.yaml
+    # at 42d9107fc^): vllm 0.20.0 wheel (PyPI) fused_moe/router/router_factory.py create_fused_moe_router
+    # returns RoutingSimulatorRouter for any non-empty value, whose top-k ids and weights have the real router's
+    # shapes (router/routing_simulator_router.py), but whose routing_method_type is Simulated, which FusedMoE hands
+    # its kernel oracle (fused_moe/layer.py: routing_method=self.routing_method_type)
+    "VLLM_MOE_ROUTING_SIMULATION_STRATEGY": (
+        "simulated MoE routing (RoutingSimulatorRouter): the same top-k tensors, but its routing method (Simulated) "
+        "rules out the monolithic kernels that accept only their own routing (TRT-LLM's): k3plan prices the MoE "
+        "kernel the model's own routing selects"
+    ),
     "VLLM_ALLREDUCE_USE_SYMM_MEM": "vLLM's symmetric-memory all-reduce: its registered buffers are not priced",
     "SGLANG_MOE_NVFP4_DISPATCH": "DeepEP's dispatch in NVFP4: DeepEP's buffers are not priced, with or without it",
     "SGLANG_HACK_FLASHMLA_BACKEND": (
@@ -775,7 +790,12 @@ SPECULATIVE_FLAGS = (
 )
 # the caveats above that take a value, not a switch: any value set is one k3plan does not follow
 CAVEAT_ENV_VALUED = frozenset(
-    {"SGLANG_HACK_FLASHMLA_BACKEND", "VLLM_SPARSE_INDEXER_MAX_LOGITS_MB", "VLLM_V2_WARMUP_MAX_NUM_SEQS"}
+    {
+        "SGLANG_HACK_FLASHMLA_BACKEND",
+        "VLLM_SPARSE_INDEXER_MAX_LOGITS_MB",
+        "VLLM_V2_WARMUP_MAX_NUM_SEQS",
+        "VLLM_MOE_ROUTING_SIMULATION_STRATEGY",
+    }
 )
 CONTROL = frozenset(chr(c) for c in range(32)) - {"\t", "\n", "\r"} | {"\x7f"}
 

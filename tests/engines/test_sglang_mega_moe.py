@@ -91,3 +91,34 @@ def test_off_the_megamoe_path_the_variables_are_ignored_and_the_memory_fix_off_i
         parse_serve(
             f"SGLANG_OPT_FIX_MEGA_MOE_MEMORY=0 {MEGA}", platform="gpu", device_name="nvidia-b200", release=(0, 5, 15)
         )
+
+
+def test_use_deepgemm_mega_moe_makes_the_all_to_all_megamoe_where_the_release_reads_it():
+    # 0.5.15 wheel arg_groups/overrides.py _a2a_backend_overrides: set true, --moe-a2a-backend becomes megamoe; the
+    # 0.5.18 wheel names the variable nowhere (engines/sglang/serve.py USE_MEGA_MOE_ENV)
+    plain = "sglang serve --model-path deepseek-ai/DeepSeek-V4-Pro --tp 8 --dp 8 --enable-dp-attention"
+    on = parse_serve(
+        f"SGLANG_OPT_USE_DEEPGEMM_MEGA_MOE=1 SGLANG_OPT_DEEPGEMM_MEGA_MOE_NUM_MAX_TOKENS_PER_RANK=8320 {plain}",
+        platform="gpu",
+        device_name="nvidia-b200",
+        release=(0, 5, 15),
+    )
+    assert on.mega_moe_cap == 8320  # read as under the flag
+    assert any("runs --moe-a2a-backend megamoe" in c for c in on.caveats)
+    same = parse_serve(
+        f"SGLANG_OPT_USE_DEEPGEMM_MEGA_MOE=1 {MEGA}", platform="gpu", device_name="nvidia-b200", release=(0, 5, 15)
+    )
+    assert same.mega_moe_cap == CAP_DEFAULT and not any("runs --moe-a2a-backend" in c for c in same.caveats)
+    for env, release in (
+        ("SGLANG_OPT_USE_DEEPGEMM_MEGA_MOE=0", (0, 5, 15)),
+        ("SGLANG_OPT_USE_DEEPGEMM_MEGA_MOE=1", (0, 5, 18)),
+    ):
+        off = parse_serve(f"{env} {plain}", platform="gpu", device_name="nvidia-b200", release=release)
+        assert off.mega_moe_cap == 0 and env in off.ignored
+
+
+def test_fix_hash_mega_moe_is_listed_a_variable_no_release_names():
+    q = parse_serve(
+        f"SGLANG_OPT_FIX_HASH_MEGA_MOE=1 {MEGA}", platform="gpu", device_name="nvidia-b200", release=(0, 5, 15)
+    )
+    assert "SGLANG_OPT_FIX_HASH_MEGA_MOE=1" in q.ignored

@@ -29,11 +29,12 @@ def test_priced_only_where_the_layout_was_read():
     assert mega_moe_non_torch(moe_backend="deep_gemm_mega_moe", release=(0, 25, 0), **one) is None
 
 
-def test_fp4_moe_token_bound_listed_only_where_mega_moe_replaces_the_cutlass_experts():
+def test_fp4_moe_token_bound_listed_on_deepseek_v4_where_no_cutlass_fp4_experts_run():
     """VLLM_MAX_TOKENS_PER_EXPERT_FP4_MOE sizes the CUTLASS FP4 experts' scale buffer (vllm/_custom_ops.py
-    scaled_fp4_experts_quant / mxfp4_experts_quant, 0.20.0-0.22.0 wheels); DeepSeek-V4 under EP with
-    deep_gemm_mega_moe builds DeepseekV4MegaMoEExperts instead, so the variable is listed there (the InferenceX
-    GB200 DEP8 prefill worker's environment) and refused where k3plan has not read it."""
+    scaled_fp4_experts_quant / mxfp4_experts_quant, 0.20.0-0.22.0 wheels), built only for NVFP4 and compressed-tensors
+    W4A4 MXFP4 experts; DeepSeek-V4's MXFP4 experts run DeepseekV4MegaMoEExperts under deep_gemm_mega_moe and
+    Mxfp4MoEMethod's oracle (no cutlass_moe.py experts) otherwise, so the variable is listed on either (the InferenceX
+    GB200 DEP8 prefill workers' environment) and refused where k3plan has not read it."""
     import json
 
     from typer.testing import CliRunner
@@ -50,9 +51,11 @@ def test_fp4_moe_token_bound_listed_only_where_mega_moe_replaces_the_cutlass_exp
         args = ["fit", "-H", "nvidia-gb200-nvl72", "-t", "8", "--serve", cmd, "--engine-version", version, "--json"]
         return CliRunner().invoke(app, args)
 
-    mega = fit(v4 + " --moe-backend deep_gemm_mega_moe", "0.20.0")
-    assert mega.exit_code in (0, 1)
-    assert "VLLM_MAX_TOKENS_PER_EXPERT_FP4_MOE=2048" in json.loads(mega.stdout)["engine"]["serve"]["ignored"]
-    for cmd, version in ((v4, "0.20.0"), (v4 + " --moe-backend deep_gemm_mega_moe", "0.23.0")):
+    for cmd in (v4 + " --moe-backend deep_gemm_mega_moe", v4):
+        res = fit(cmd, "0.20.0")
+        assert res.exit_code in (0, 1)
+        assert "VLLM_MAX_TOKENS_PER_EXPERT_FP4_MOE=2048" in json.loads(res.stdout)["engine"]["serve"]["ignored"]
+    k2 = v4.replace("deepseek-ai/DeepSeek-V4-Pro", "moonshotai/Kimi-K2-Thinking")
+    for cmd, version in ((v4, "0.23.0"), (k2, "0.20.0")):
         res = fit(cmd, version)
         assert res.exit_code == 2 and "VLLM_MAX_TOKENS_PER_EXPERT_FP4_MOE" in res.output

@@ -366,3 +366,55 @@ def test_int4_workspace_enters_the_activation_under_the_sampler(cli):
     assert "MarlinExperts for the INT4 W4A16 experts" in runs[""]["sources"]["activation"]
     marlin = _int4((0, 26, 0))[0]
     assert runs[""]["activation_bytes"] - runs[" --moe-backend marlin"]["activation_bytes"] == marlin
+
+
+def test_v4_mxfp4_on_sm100_at_0_20_takes_trtllm_modular_over_the_gathered_rows():
+    """DeepSeek-V4's MXFP4 experts on the SM100 family in vLLM 0.20.0 at DP > 1 with EP (moe_workspace.py: the
+    monolithic TRT-LLM kernel refuses dp_size > 1, TrtLlmMxfp4ExpertsModular's workspace_shapes gives (0,), (0,) and
+    the (M, K) output): the manager's buffer is the all-gathered M x K bf16 output; at DP 1, another release or a named
+    backend it is not read (0)."""
+    nbytes, how = _mxfp4((0, 20, 0), hardware="nvidia-gb200-nvl72", tp=1, dp=8, ep=True, tokens=32768)
+    assert nbytes == 8 * 32768 * V4F_HIDDEN * 2 and "TrtLlmMxfp4ExpertsModular" in how
+    for kw in (dict(dp=1, tp=8, ep=True), dict(dp=8, tp=1, ep=False), dict(dp=8, tp=1, ep=True, moe_backend="marlin")):
+        assert _mxfp4((0, 20, 0), hardware="nvidia-b200", **kw)[0] == 0
+    assert _mxfp4((0, 21, 0), hardware="nvidia-b200", tp=1, dp=8, ep=True)[0] == 0
+
+
+def test_trtllm_mxfp4_moment_follows_flashinfer_0_6_8_sizing():
+    """flashinfer-python 0.6.8.post1 (vLLM 0.20.0's pin), trtllm_fused_moe_kernel_launcher.cu: the default tile is the
+    smallest candidate around nextPowerOfTwo(M x top_k / local experts) (tiles 8-256 for MXFP8 activations), and the
+    padded rows are one CTA an expert plus one a tile of the rest (runner.h getMaxPermutedPaddedCount). DeepSeek-V4-Pro
+    (hidden 7,168, intermediate 3,072, 384 experts, top 6, mHC 4) at DP 8 x 32,768 tokens, the InferenceX GB200
+    prefill worker: 262,144 rows, 32,768 a local expert -> tile 128, 384 x 128 + (1,572,864 - 384) // 128 x 128 =
+    1,621,632 padded rows, gemm2_output 1,621,632 x 7,168 bf16."""
+    from k3plan.engines.vllm.moe_workspace import trtllm_mxfp4_moe_moment, trtllm_padded_rows, trtllm_tile
+
+    assert trtllm_tile(262_144, 6, 48) == 128
+    assert trtllm_tile(1, 6, 48) == 8  # nextPowerOfTwo(0.125) = 1, clamped to the first tile
+    assert trtllm_padded_rows(262_144, 6, 384, 128) == 1_621_632
+    args = dict(
+        release=(0, 20, 0),
+        vendor="nvidia",
+        hardware="nvidia-gb200-nvl72",
+        expert_formats=("ds_fp4",),
+        expert_parallel=True,
+        tp=1,
+        dp=8,
+        top_k=6,
+        hidden=7168,
+        intermediate=3072,
+        experts=384,
+        hc_mult=4,
+        tokens=32768,
+    )
+    got = trtllm_mxfp4_moe_moment(**args)
+    assert got is not None
+    gemm2 = 1_621_632 * 7168 * 2
+    gemm1 = 1_621_632 * 3072 + 1_621_632 * 96
+    gathered = 262_144 * 7168 * 2 + 262_144 * 6 * 12
+    quantized = 262_144 * 7168 + 262_144 * 224
+    layer = 2 * 32768 * 4 * 7168 * 2 + 2 * 32768 * 7168 * 2 + 32768 * 384 * 4
+    index = 4 * (262_144 * 6 + 1_621_632)
+    assert got[0] == gemm2 + gemm1 + gathered + quantized + layer + index
+    for change in (dict(release=(0, 21, 0)), dict(dp=1), dict(hardware="nvidia-h200"), dict(moe_backend="marlin")):
+        assert trtllm_mxfp4_moe_moment(**{**args, **change}) is None

@@ -276,6 +276,37 @@ def dsv4_state_dtype_env(r: Reading) -> None:
 # SGLang's low-latency DeepEP token cap a rank (read by the DeepEP dispatcher: deepep_config below)
 DEEPEP_TOKENS_ENV = "SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK"
 
+# SGLANG_OPT_USE_DEEPGEMM_MEGA_MOE (srt/environ.py EnvBool(False), declared in the 0.5.12-0.5.17 wheels (PyPI) and in
+# no file of the 0.5.11 or 0.5.18-0.5.23 ones): set true it turns --moe-a2a-backend into megamoe whatever the command
+# gives ('SGLANG_OPT_USE_DEEPGEMM_MEGA_MOE is set, auto-configuring --moe-a2a-backend megamoe': server_args.py
+# ServerArgs._handle_a2a_moe in 0.5.12-0.5.14, arg_groups/overrides.py _a2a_backend_overrides in 0.5.15-0.5.17), and
+# megamoe then sets ep_size = tp_size (the same handler / _a2a_ep_size); false, or at a release that names it nowhere,
+# it does nothing. A value EnvBool.parse refuses is read by EnvField.get as the default, False (a warning only)
+USE_MEGA_MOE_ENV = "SGLANG_OPT_USE_DEEPGEMM_MEGA_MOE"
+USE_MEGA_MOE_READ: tuple[Release, Release] = ((0, 5, 12), (0, 5, 18))  # [first read, first not read)
+
+
+def use_mega_moe_env(r: Reading) -> None:
+    """``SGLANG_OPT_USE_DEEPGEMM_MEGA_MOE`` as the command's release reads it (the comment at USE_MEGA_MOE_ENV): true at
+    a release that reads it makes the all-to-all megamoe (read after --moe-a2a-backend, before anything reads it);
+    listed elsewhere."""
+    raw = r.env.get(USE_MEGA_MOE_ENV)
+    if raw is None:
+        return
+    r.env_read.add(USE_MEGA_MOE_ENV)
+    lo, hi = USE_MEGA_MOE_READ
+    release = r.release if r.release is not None else NEWEST_RELEASE
+    if ENV_BOOL.get(raw.lower()) is True and lo <= release < hi:
+        if r.options.get("moe_a2a_backend") != MEGA_MOE_A2A:
+            r.caveats.append(
+                f"{USE_MEGA_MOE_ENV}={raw}: SGLang {release_text(release)} runs --moe-a2a-backend {MEGA_MOE_A2A} in "
+                f"place of the command's {r.options.get('moe_a2a_backend')} (ServerArgs' a2a overrides), and so does "
+                "k3plan"
+            )
+        r.options["moe_a2a_backend"] = MEGA_MOE_A2A  # read from here on as the flag's megamoe is
+        return
+    r.ignored.append(f"{USE_MEGA_MOE_ENV}={raw}")
+
 
 KNOWN_ENV = frozenset(
     {
@@ -287,6 +318,7 @@ KNOWN_ENV = frozenset(
         FP4_EXPERTS_ENV,
         STATE_DTYPE_ENV,
         DEEPEP_TOKENS_ENV,
+        USE_MEGA_MOE_ENV,
         *MEGA_MOE_ENV,
     }
 )
@@ -786,6 +818,7 @@ def read(r: Reading) -> None:
     # SGLang's own default is none (server_args.py ServerArgs.moe_a2a_backend, engines/flags.py SGLANG_A2A), not
     # the DeepEP deployment the sglang stack prices by default: a command without the flag runs none
     r.options["moe_a2a_backend"] = a2a if a2a is not None else SGLANG_A2A_DEFAULT
+    use_mega_moe_env(r)  # SGLANG_OPT_USE_DEEPGEMM_MEGA_MOE, where the release reads it, makes it megamoe
     slots = get("--max-mamba-cache-size", None)  # the state pool's slots (engines/sglang/memory.py SGLANG_MAMBA)
     r.mamba_cache_size = flag_int("--max-mamba-cache-size", slots) if slots is not None else None
     r.dp_attention = launch_flags(get, r.options, r.ignored)  # issue 48: the flags k3plan's launch lines write

@@ -744,6 +744,7 @@ def engine_sizing(
     model_buffers: tuple[int, str] | None = None,
     moe_workspace: tuple[int, str] | None = None,
     rocm_moe: tuple[int, str] | None = None,
+    moe_moment: tuple[int, str] | None = None,
     rocm_aiter_linear: bool = False,
     rocm_wo_a_fp8: bool | None = None,
     rocm_aiter_moe: bool = False,
@@ -790,6 +791,9 @@ def engine_sizing(
     its source (engines/vllm/moe_workspace.py profile_moe_workspace); None or 0: none priced.
     ``rocm_moe``: what DeepSeek-V4's MoE holds a token in vLLM's ROCm dummy forward beyond the layer's tensors and its
     source (engines/vllm/dsv4_workspace.py rocm_moe_rows); None: a model or GPU it does not serve.
+    ``moe_moment``: what DeepSeek-V4's decoder layer holds at its MoE kernel in vLLM's CUDA dummy forward beyond the
+    WorkspaceManager's buffer, and its source (engines/vllm/moe_workspace.py trtllm_mxfp4_moe_moment); the forward's
+    peak where it exceeds the attention's; None: not priced.
     ``rocm_aiter_linear``: whether the command runs vLLM's AITER linear on ROCm (dsv4_workspace.py aiter_linear_on),
     for V4's normed qr in FP8 from 0.29.0. ``rocm_wo_a_fp8``: whether its attention keeps wo_a FP8 (dsv4_workspace.py
     wo_a_fp8_on: no bf16 copies, the FP8 projection from 0.31.0); None: taken as on where the release and GPU allow.
@@ -1060,6 +1064,9 @@ def engine_sizing(
                     if at_logits:
                         logits += at_logits
                         how = f"{how}; the logits at their moment {logits:,} B: {at_how}"
+            if moe_moment is not None and not rocm_v4 and moe_moment[0] > forward:
+                # the MoE kernel's moment above the attention's (engines/vllm/moe_workspace.py)
+                forward, forward_how = moe_moment
             # and on ROCm, for the releases its eager forward was traced in (engines/vllm/dsv4_workspace.py)
             traced = rocm_forward_applies(release, hardware=hardware, aiter_moe=rocm_aiter_moe)
             if rocm_v4 and hidden_size and attention_heads and rocm_moe is not None and traced:

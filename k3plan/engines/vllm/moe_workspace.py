@@ -169,12 +169,46 @@ resident, not a transient. Kimi's MLA layers take views of the same buffer only 
 wrappers (v1/attention/backends/mla/prefill/flashinfer.py / trtllm_ragged.py: VLLM_FLASHINFER_WORKSPACE_BUFFER_SIZE,
 394 MiB) or DCP's context gather (flash_attn.py): not priced here; the buffer would be the larger of those and this.
 
+DeepSeek-V4's MXFP4 experts on the SM100 family (B200 / GB200 / B300 / GB300, session 53), read in the vllm 0.20.0
+wheel (PyPI) with the FlashInfer it pins (flashinfer-python 0.6.8.post1, PyPI; its JIT sources ship in the wheel):
+
+- The kernel: Mxfp4MoEMethod's ``select_mxfp4_moe_backend`` (fused_moe/oracle/mxfp4.py) tries
+  FLASHINFER_TRTLLM_MXFP4_MXFP8 first, whose ``TrtLlmMxfp4ExpertsMonolithic`` refuses DP > 1
+  (``_supports_parallel_config``: dp_size <= 1) and whose ``TrtLlmMxfp4ExpertsModular`` takes any parallel config
+  and routing (experts/trtllm_mxfp4_moe.py; SM100 family and FlashInfer present). So with DP > 1 and the default
+  all2all (the naive AllGather + ReduceScatter prepare/finalize) every DP rank's dummy batch is all-gathered in bf16
+  (``expects_unquantized_inputs``: defer_input_quant, prepare_finalize/naive_dp_ep.py) and M_full = DP x
+  max_num_batched_tokens rows reach the kernel (the DP paragraph above).
+- The manager's buffer: ``workspace_shapes`` gives workspace1 and workspace2 (0,) and the output (M, K), so the
+  common buffer is M_full x K bf16 (held, as above).
+- The moment inside the kernel (``apply``: flashinfer ``mxfp8_quantize`` of the gathered rows, M x K bytes and a
+  linear M x K / 32 scale, then ``trtllm_fp4_block_scale_routed_moe``), beyond the manager's buffer: FlashInfer's
+  launcher (csrc/trtllm_fused_moe_kernel_launcher.cu FP4BlockScaleLauncher, MxE4m3 activations) picks, with no
+  tuned tactic (the profile run precedes vLLM's autotune), ``selectDefaultTileN``: the smallest of the candidates
+  around nextPowerOfTwo(M x top_k / local experts) clamped to the tiles 8-256; ``prepare_routing`` sizes
+  max_num_padded_tokens = getMaxPermutedPaddedCount(M, top_k, global experts, tile) (include/flashinfer/trtllm/
+  fused_moe/runner.h: one CTA an expert, then a CTA per tile of the rest, times the tile) and ``prepare_moe``
+  allocates gemm1_output (padded x intermediate, uint8), its swizzled scale (padded to 128 rows x intermediate / 32
+  to 4 columns), gemm2_output (padded x hidden, bf16) and the index arrays; all live to the launcher's return. Its
+  batched-GEMM workspaces (workspace_fc1 / fc2, sized by the chosen cubin's config) were not read. With them live:
+  the gathered rows, top-k ids and weights (4 B each), the packed top-k (int32) and, in DeepSeek-V4's decoder layer
+  (models/deepseek_v4.py DeepseekV4DecoderLayer.forward, DeepseekV4Model.forward), the caller's and the layer's mHC
+  residual streams (T x hc_mult x hidden bf16 each), ffn_norm's row, the float32 router logits (T x experts) and the
+  shared expert's output row (runner/shared_experts.py: NO_OVERLAP above VLLM_SHARED_EXPERTS_STREAM_TOKEN_THRESHOLD,
+  run before the kernel), T the rank's own max_num_batched_tokens.
+
+Priced for 0.20.x only, with DP > 1, expert parallelism at TP 1 (the whole intermediate a rank), no --moe-backend and
+the default all2all; elsewhere on SM100 (0, said): TP shards (rounded up to 256 for TRT-LLM), the monolithic kernel
+at DP 1, other releases' oracles and FlashInfer pins.
+
 DeepSeek-V4's sparse attention reserves its own views of the same manager (engines/vllm/dsv4_workspace.py: the
 indexer's K gather, FlashMLA's dummy-run request), so the one buffer is the larger of those and this, never their
 sum (engines/vllm/memory.py takes the max there).
 """
 
 from __future__ import annotations
+
+import math
 
 from k3plan.engines.release import Release, release_text
 from k3plan.engines.vllm.attention_config import SM90, SM100_FAMILY
@@ -305,6 +339,120 @@ def _humming_shapes(grouped: bool, m: int, n: int, k: int, top_k: int) -> tuple[
     return ws1, ws2, m * k
 
 
+# DeepSeek-V4's MXFP4 experts through FlashInfer's TRT-LLM kernel on the SM100 family (module docstring)
+TRTLLM_MXFP4_READ: tuple[Release, Release] = ((0, 20, 0), (0, 21, 0))  # [first read, first not read)
+TRTLLM_TILES = (8, 16, 32, 64, 128, 256)  # FP4BlockScaleLauncher::getSupportedTileNums, non-bf16 activations
+TRTLLM_MIN_BYTES = 128 * 1024  # maybeGetMinTokenCount: padded rows so a buffer exceeds 128 KiB
+TRTLLM_MXFP4_SOURCE = (
+    "vllm 0.20.0 wheel (PyPI): model_executor/layers/quantization/mxfp4.py Mxfp4MoEMethod, fused_moe/oracle/mxfp4.py "
+    "select_mxfp4_moe_backend / _get_priority_backends (FLASHINFER_TRTLLM_MXFP4_MXFP8 first), experts/"
+    "trtllm_mxfp4_moe.py TrtLlmMxfp4ExpertsMonolithic._supports_parallel_config (dp_size <= 1) / "
+    "TrtLlmMxfp4ExpertsModular (workspace_shapes, apply: mxfp8_quantize, trtllm_moe_pack_topk_ids_weights, "
+    "trtllm_fp4_block_scale_routed_moe), prepare_finalize/naive_dp_ep.py (defer_input_quant: bf16 all-gathered), "
+    "models/deepseek_v4.py DeepseekV4DecoderLayer.forward / DeepseekV4MoE, runner/shared_experts.py; flashinfer-python "
+    "0.6.8.post1 wheel (PyPI, vLLM 0.20.0's pin): data/csrc/trtllm_fused_moe_kernel_launcher.cu selectDefaultTileN / "
+    "FP4BlockScaleLauncher.prepare_routing / prepare_moe, data/include/flashinfer/trtllm/fused_moe/runner.h "
+    "getMaxPermutedPaddedCount / maybeGetMinTokenCount, nv_internal/tensorrt_llm/kernels/quantization.h "
+    "computeSwizzledLayoutSFSize"
+)
+
+
+def _next_pow2(value: float) -> int:
+    """nextPowerOfTwo (trtllm_fused_moe_kernel_launcher.cu): the smallest power of two at or above ceil(value)."""
+    n = max(1, math.ceil(value))
+    return 1 << (n - 1).bit_length()
+
+
+def trtllm_tile(m: int, top_k: int, local_experts: int) -> int:
+    """selectDefaultTileN for MxE4m3 activations: the smallest of the candidates (the clamped centre, the next two
+    and the one before) around nextPowerOfTwo(M x top_k / local experts)."""
+    centre = min(max(_next_pow2(m * top_k / local_experts), TRTLLM_TILES[0]), TRTLLM_TILES[-1])
+    i = TRTLLM_TILES.index(centre)
+    return TRTLLM_TILES[max(i - 1, 0)]
+
+
+def trtllm_padded_rows(m: int, top_k: int, experts: int, tile: int) -> int:
+    """getMaxPermutedPaddedCount: a CTA for each expert a token reaches first, a CTA a tile of the rest, x the tile."""
+    remaining = m * top_k
+    filled = min(experts, remaining)
+    ctas = filled + (remaining - filled) // tile
+    return ctas * tile
+
+
+def _trtllm_unread(
+    *, release: Release, expert_parallel: bool, tp: int, dp: int, moe_backend: str, all2all_backend: str
+) -> str:
+    """Why DeepSeek-V4's MXFP4 MoE on SM100 is not priced for this command ('' where it is: module docstring)."""
+    lo, hi = TRTLLM_MXFP4_READ
+    if not lo <= release < hi:
+        return f"vLLM {release_text(release)}: DeepSeek-V4's MXFP4 MoE on SM100 read for 0.20.x only"
+    if moe_backend not in ("", "auto"):
+        return f"--moe-backend {moe_backend}: not read"
+    if dp < 2 or not expert_parallel or tp != 1:
+        return "DeepSeek-V4's MXFP4 MoE on SM100 read with DP > 1 and expert parallelism at TP 1 only"
+    if all2all_backend not in ("", DEFAULT_ALL2ALL):
+        return f"--all2all-backend {all2all_backend}: not read"
+    return ""
+
+
+def trtllm_mxfp4_moe_moment(
+    *,
+    release: Release | None,
+    vendor: str,
+    hardware: str,
+    expert_formats: tuple[str, ...],
+    expert_parallel: bool,
+    tp: int,
+    dp: int,
+    top_k: int,
+    hidden: int,
+    intermediate: int,
+    experts: int,
+    hc_mult: int,
+    tokens: int,
+    moe_backend: str = "",
+    all2all_backend: str = "",
+) -> tuple[int, str] | None:
+    """(bytes, how): what DeepSeek-V4's decoder layer holds at the moment FlashInfer's TRT-LLM MXFP4 kernel runs in
+    vLLM's profile run, beyond the WorkspaceManager's buffer (module docstring); None where the path is not this
+    one or not read. ``tokens`` is a DP rank's max_num_batched_tokens, ``experts`` the global routed experts."""
+    if release is None or vendor != "nvidia" or hardware not in SM100_FAMILY or expert_formats != ("ds_fp4",):
+        return None
+    if min(top_k, hidden, intermediate, experts, hc_mult, tokens) < 1 or _trtllm_unread(
+        release=release,
+        expert_parallel=expert_parallel,
+        tp=tp,
+        dp=dp,
+        moe_backend=moe_backend,
+        all2all_backend=all2all_backend,
+    ):
+        return None
+    t, m, k, i = tokens, tokens * dp, hidden, intermediate
+    local = experts // (tp * dp)
+    tile = trtllm_tile(m, top_k, local)
+    padded = trtllm_padded_rows(m, top_k, experts, tile)
+    rows1 = max(padded, -(-TRTLLM_MIN_BYTES * 8 // (i * 8)))  # maybeGetMinTokenCount at 8 bits (MxE4m3)
+    rows2 = max(padded, -(-TRTLLM_MIN_BYTES * 8 // (k * 16)))  # and at the bf16 output
+    gemm1 = rows1 * i + (-(-rows1 // 128) * 128) * (-(-(i // 32) // 4) * 4)  # uint8 rows and the swizzled scale
+    gemm2 = rows2 * k * ACT_BYTES
+    index = 4 * (m * top_k + padded)  # expanded_idx_to_permuted_idx, permuted_idx_to_token_idx
+    kernel = gemm1 + gemm2 + index
+    gathered = m * k * ACT_BYTES + m * top_k * (4 + 4 + 4)  # the rows, top-k ids and weights, the packed top-k
+    quantized = m * k + m * (k // 32)  # mxfp8_quantize: the E4M3 rows and their linear scale
+    layer = 2 * t * hc_mult * k * ACT_BYTES + 2 * t * k * ACT_BYTES + t * experts * 4
+    total = layer + gathered + quantized + kernel
+    how = (
+        f"at the MoE, {total / GiB:.2f} GiB live beyond the WorkspaceManager's buffer: FlashInfer's TRT-LLM MXFP4 "
+        f"kernel over M {m:,} = DP {dp} x {t:,} all-gathered rows, tile {tile} of {local} local experts, "
+        f"{padded:,} padded rows: gemm1_output {rows1:,} x {i:,} uint8 and its scale, gemm2_output {rows2:,} x {k:,} "
+        f"bf16, the index arrays ({kernel / GiB:.2f} GiB; its batched-GEMM workspaces not read); the gathered bf16 "
+        f"rows and top-k ({gathered / GiB:.2f} GiB), their MXFP8 copy ({quantized / GiB:.2f} GiB); the layer's two "
+        f"mHC streams of {hc_mult}, ffn_norm's and the shared expert's rows and the router's float32 logits at "
+        f"{t:,} tokens ({layer / GiB:.2f} GiB) ({TRTLLM_MXFP4_SOURCE})"
+    )
+    return total, how
+
+
 def profile_moe_workspace(
     *,
     release: Release | None,
@@ -343,6 +491,24 @@ def profile_moe_workspace(
             return 0, f"no MoE workspace priced under the sampler (INT4 W4A16 experts on {hardware}: not read)"
         if release >= HUMMING_SM90_FROM and hardware in SM90 and _set(env, "VLLM_HUMMING_MOE_GEMM_TYPE"):
             return 0, "no MoE workspace priced under the sampler (VLLM_HUMMING_MOE_GEMM_TYPE set: not read)"
+    if mxfp4 == "ds_fp4" and vendor == "nvidia" and hardware in SM100_FAMILY:
+        why = _trtllm_unread(
+            release=release,
+            expert_parallel=expert_parallel,
+            tp=tp,
+            dp=dp,
+            moe_backend=moe_backend,
+            all2all_backend=all2all_backend,
+        )
+        if why:
+            return 0, f"no MoE workspace priced under the sampler ({why})"
+        m_full = tokens * dp
+        ws = _aligned(m_full * hidden * ACT_BYTES)
+        return ws, (
+            f"{ws / GiB:.2f} GiB of MoE workspace held under the sampler in vLLM {release_text(release)} "
+            f"(TrtLlmMxfp4ExpertsModular: workspace1 / workspace2 (0,), the output {m_full:,} = DP {dp} x {tokens:,} "
+            f"all-gathered rows x {hidden:,} in the common buffer, x {ACT_BYTES} B; {TRTLLM_MXFP4_SOURCE})"
+        )
     if mxfp4:
         if vendor != "nvidia" or hardware not in SM90:
             return 0, f"no MoE workspace priced under the sampler (MXFP4 experts on {hardware}: not read)"

@@ -508,12 +508,18 @@ SIMPLE_OFFLOAD_ENV = "VLLM_USE_SIMPLE_KV_OFFLOAD"
 # VLLM_MAX_TOKENS_PER_EXPERT_FP4_MOE (vllm/envs.py, default 163,840): the token bound of vLLM's CUTLASS NVFP4 / MXFP4
 # experts' activation quantization, which sizes its scale buffer (vllm/_custom_ops.py scaled_fp4_experts_quant,
 # silu_and_mul_scaled_fp4_experts_quant, mxfp4_experts_quant, silu_and_mul_mxfp4_experts_quant: MAX_TOKENS_PER_EXPERT
-# x top-k rows), whose only callers are fused_moe/experts/cutlass_moe.py's FP4 experts. DeepSeek-V4 with
-# --enable-expert-parallel and --moe-backend deep_gemm_mega_moe builds DeepseekV4MegaMoEExperts in place of FusedMoE
-# (DeepseekV4MoE.use_mega_moe: the routed experts run DeepGEMM's fp8_fp4_mega_moe; the shared expert is a dense MLP),
-# so nothing on that command reads the variable: listed there, refused elsewhere (not priced). Read in the vllm
-# 0.20.0, 0.21.0 (vllm/model_executor/models/deepseek_v4.py DeepseekV4MoE) and 0.22.0 (vllm/models/deepseek_v4/
-# nvidia/model.py) wheels (PyPI), with each one's _custom_ops.py and cutlass_moe.py
+# x top-k rows), whose only callers are fused_moe/experts/cutlass_moe.py's CutlassExpertsFp4 / CutlassExpertsMxfp4,
+# built only by the NVFP4 oracle (fused_moe/oracle/nvfp4.py) and compressed-tensors' W4A4 MXFP4 method
+# (compressed_tensors_moe_w4a4_mxfp4.py). DeepSeek-V4's MXFP4 routed experts never reach them: with --moe-backend
+# deep_gemm_mega_moe and --enable-expert-parallel DeepseekV4MoE.use_mega_moe builds DeepseekV4MegaMoEExperts in place of
+# FusedMoE (DeepGEMM's fp8_fp4_mega_moe), and otherwise the model's quant config gives FusedMoE an Mxfp4MoEMethod
+# (DeepseekV4FP8Config.get_quant_method; ModelOptNvFp4FusedMoE only for an NVFP4 moe_quant_algo, not the bundled
+# checkpoints), whose oracle (fused_moe/oracle/mxfp4.py select_mxfp4_moe_backend / backend_to_kernel_cls) offers
+# TRT-LLM, DeepGEMM, FlashInfer CUTLASS (FlashInferExperts), Triton, Marlin and the others, none of them
+# cutlass_moe.py's. So nothing on a DeepSeek-V4 command reads the variable: listed there, refused elsewhere (not
+# priced). Read in the vllm 0.20.0, 0.21.0 (vllm/model_executor/models/deepseek_v4.py) and 0.22.0 (vllm/models/
+# deepseek_v4/quant_config.py, nvidia/model.py) wheels (PyPI), with each one's _custom_ops.py, oracle/mxfp4.py and
+# cutlass_moe.py
 FP4_MOE_TOKENS_ENV = "VLLM_MAX_TOKENS_PER_EXPERT_FP4_MOE"
 FP4_MOE_TOKENS_READ: tuple[Release, Release] = ((0, 20, 0), (0, 23, 0))  # [first read, first not read)
 KNOWN_ENV = frozenset(
@@ -1249,8 +1255,8 @@ def read(r: Reading) -> None:
 
 
 def read_fp4_moe_tokens_env(r: Reading) -> None:
-    """VLLM_MAX_TOKENS_PER_EXPERT_FP4_MOE (the comment at FP4_MOE_TOKENS_ENV): listed on a DeepSeek-V4 command whose
-    routed experts run DeepGEMM's Mega MoE at a release read, where nothing reads it; refused elsewhere."""
+    """VLLM_MAX_TOKENS_PER_EXPERT_FP4_MOE (the comment at FP4_MOE_TOKENS_ENV): listed on a DeepSeek-V4 command on an
+    NVIDIA GPU at a release read, where no CUTLASS FP4 experts read it; refused elsewhere."""
     value = r.env.get(FP4_MOE_TOKENS_ENV)
     if value is None:
         return
@@ -1261,8 +1267,6 @@ def read_fp4_moe_tokens_env(r: Reading) -> None:
         or r.device_name.lower().startswith("amd")
         or r.release is None
         or not lo <= r.release < hi
-        or r.moe_backend != "deep_gemm_mega_moe"
-        or not r.expert_parallel
         or not model.startswith("deepseek-v4")
         or model.startswith("deepseek-v4.1")
     )
@@ -1271,7 +1275,7 @@ def read_fp4_moe_tokens_env(r: Reading) -> None:
             f"--serve: {FP4_MOE_TOKENS_ENV}: the FP4 MoE workspace's tokens an expert (its size) is not priced by "
             "k3plan; remove it to price the engine without"
         )
-    r.ignored.append(f"{FP4_MOE_TOKENS_ENV}={value}")  # DeepseekV4MegaMoEExperts: no CUTLASS FP4 experts to read it
+    r.ignored.append(f"{FP4_MOE_TOKENS_ENV}={value}")  # MegaMoE or Mxfp4MoEMethod: no CUTLASS FP4 experts to read it
 
 
 def read_deepep_env(r: Reading) -> None:
