@@ -983,6 +983,8 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         rocm_wo_a_fp8=_rocm_wo_a_fp8(served, hardware=hw.name, release=_release(served, st.name, hw.kind)),
         rocm_aiter_moe=_rocm_aiter_moe(served, hardware=hw.name),
         rocm_fp8_pad=_rocm_fp8_pad(served, setup, vendor=hw.vendor),
+        # AITER's w2 scale shuffle on Kimi-K3's experts on gfx950 (engines/vllm/kimi_k3_memory.py)
+        k3_scale_pad=_k3_scale_pad(served, setup, st.expert_pad, hardware=hw.name, kind=hw.kind),
         # the routed experts' checkpoint formats: the MoE method that raises a weights' OOM (engines/vllm/memory.py)
         expert_formats=_expert_formats(setup),
         # the model's MoE shape and the command's options, for a TPU engine's compiled-step temporaries
@@ -1376,6 +1378,37 @@ def _rocm_aiter_moe(served, *, hardware: str) -> bool:
     env = served.env if served is not None else {}
     backend = (served.moe_backend or "") if served is not None else ""
     return aiter_fused_moe_runs(hardware=hardware, moe_backend=backend, aiter_on=aiter_moe_on(env))
+
+
+def _k3_scale_pad(
+    served, setup: Setup, expert_pad: tuple[int, int, str] | None, *, hardware: str, kind: str
+) -> tuple[int, str] | None:
+    """The bytes AITER's w2 scale shuffle adds to Kimi-K3's routed experts a device on gfx950 under AITER's MoE
+    (engines/vllm/kimi_k3_memory.py k3_w2_scale_pad), in the weights vLLM measures; None elsewhere. A rank's experts
+    and the intermediate each holds: whole experts over TP x DP under expert parallelism, else every expert with the
+    TP x DP cut, as the budget pads either (Stack.expert_pad)."""
+    from k3plan.engines.vllm.dsv4_workspace import aiter_moe_on
+    from k3plan.engines.vllm.kimi_k3_memory import k3_w2_scale_pad
+
+    spec = setup.model.spec
+    if served is None or kind != "gpu" or spec.moe is None:
+        return None
+    ep = served.expert_parallel
+    shards = setup.parallel.tp * setup.parallel.dp
+    inter = spec.moe.expert_intermediate
+    shard = inter if ep else -(-inter // shards)
+    if expert_pad is not None:
+        shard = shard * expert_pad[0] // expert_pad[1]
+    return k3_w2_scale_pad(
+        architecture=spec.architecture,
+        hardware=hardware,
+        moe_backend=served.moe_backend or "",
+        aiter_on=aiter_moe_on(served.env),
+        n_moe=spec.n_moe,
+        local_experts=-(-spec.moe.num_experts // shards) if ep else spec.moe.num_experts,
+        expert_out=spec.moe.expert_in,
+        shard_intermediate=shard,
+    )
 
 
 def _rocm_fp8_pad(served, setup: Setup, *, vendor: str) -> tuple[int, str] | None:
