@@ -1083,7 +1083,8 @@ def _vllm_profile_temp(served, setup: Setup, result: FitResult, lay, *, stack: s
             marlin = _triton_caches(served, setup, result, stack=stack, kind=kind)
         if marlin is not None:
             swaps.append((EXPERT_IO_LABEL, int(terms[EXPERT_IO_LABEL]), marlin))
-    if not swaps:
+    bank = _attn_res_bank(served, setup, result, kind=kind)
+    if not swaps and bank is None:
         return plain
     prefill = t.prefill_bytes
     said = []
@@ -1091,11 +1092,42 @@ def _vllm_profile_temp(served, setup: Setup, result: FitResult, lay, *, stack: s
         prefill = prefill - k3 + nbytes
         what = "the MLA layer allocates in vLLM's profile run" if label == MLA_KV_LABEL else "vLLM's fused MoE holds"
         said.append(f"its {label} ({k3:,} B) replaced by what {what}, {how}")
+    if bank is not None:  # a tensor beside the layer's own (the residual stream's two copies are the prefix sum's)
+        prefill += bank[0]
+        said.append(f"+ {bank[1]}")
     return {
         "temp_bytes": max(prefill, t.decode_bytes),
         "temp_source": f"prefill: {result.provenance.temp_prefill}, {'; and '.join(said)} (prefill {prefill:,} B); "
         f"decode: {result.provenance.temp_decode}",
     }
+
+
+def _attn_res_bank(served, setup: Setup, result: FitResult, *, kind: str) -> tuple[int, str] | None:
+    """The Attention Residuals block bank vLLM's Kimi-K3 forward holds in the profile run's dummy forward at
+    max_num_batched_tokens (engines/vllm/kimi_k3_memory.py attn_res_bank), on a GPU; None elsewhere."""
+    from k3plan.engines.vllm.kimi_k3_memory import attn_res_bank, k3_sequence_parallel
+
+    spec = setup.model.spec
+    if kind != "gpu" or not spec.attn_res_block_size:
+        return None
+    par = setup.parallel
+    sp = k3_sequence_parallel(
+        vendor=setup.hardware.vendor,
+        pp=par.pp,
+        expert_parallel=served is not None and served.expert_parallel,
+        tp=par.tp,
+        dp=par.dp,
+        moe_backend=(served.moe_backend or "") if served is not None else "",
+    )
+    return attn_res_bank(
+        architecture=spec.architecture,
+        block_size=spec.attn_res_block_size,
+        num_layers=spec.num_layers,
+        hidden=spec.hidden_size,
+        tokens=result.workload.prefill_chunk_tokens,
+        tp=par.tp,
+        sequence_parallel=sp,
+    )
 
 
 def _moe_forward_args(served, setup: Setup, result: FitResult, *, stack: str, kind: str) -> dict[str, Any] | None:
