@@ -1037,6 +1037,8 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         rocm_wo_a_fp8=_rocm_wo_a_fp8(served, hardware=hw.name, release=_release(served, st.name, hw.kind)),
         rocm_aiter_moe=_rocm_aiter_moe(served, hardware=hw.name),
         rocm_fp8_pad=_rocm_fp8_pad(served, setup, vendor=hw.vendor),
+        # AITER's w2 scale shuffle on Kimi-K3's experts on gfx950 (engines/vllm/kimi_k3_memory.py)
+        k3_scale_pad=_k3_scale_pad(served, setup, st.expert_pad, hardware=hw.name, kind=hw.kind),
         # the routed experts' checkpoint formats: the MoE method that raises a weights' OOM (engines/vllm/memory.py)
         expert_formats=_expert_formats(setup),
         # the model's MoE shape and the command's options, for a TPU engine's compiled-step temporaries
@@ -1135,7 +1137,8 @@ def _vllm_profile_temp(served, setup: Setup, result: FitResult, lay, *, stack: s
             marlin = _triton_caches(served, setup, result, stack=stack, kind=kind)
         if marlin is not None:
             swaps.append((EXPERT_IO_LABEL, int(terms[EXPERT_IO_LABEL]), marlin))
-    if not swaps:
+    bank = _attn_res_bank(served, setup, result, kind=kind)
+    if not swaps and bank is None:
         return plain
     prefill = t.prefill_bytes
     said = []
@@ -1143,11 +1146,42 @@ def _vllm_profile_temp(served, setup: Setup, result: FitResult, lay, *, stack: s
         prefill = prefill - k3 + nbytes
         what = "the MLA layer allocates in vLLM's profile run" if label == MLA_KV_LABEL else "vLLM's fused MoE holds"
         said.append(f"its {label} ({k3:,} B) replaced by what {what}, {how}")
+    if bank is not None:  # a tensor beside the layer's own (the residual stream's two copies are the prefix sum's)
+        prefill += bank[0]
+        said.append(f"+ {bank[1]}")
     return {
         "temp_bytes": max(prefill, t.decode_bytes),
         "temp_source": f"prefill: {result.provenance.temp_prefill}, {'; and '.join(said)} (prefill {prefill:,} B); "
         f"decode: {result.provenance.temp_decode}",
     }
+
+
+def _attn_res_bank(served, setup: Setup, result: FitResult, *, kind: str) -> tuple[int, str] | None:
+    """The Attention Residuals block bank vLLM's Kimi-K3 forward holds in the profile run's dummy forward at
+    max_num_batched_tokens (engines/vllm/kimi_k3_memory.py attn_res_bank), on a GPU; None elsewhere."""
+    from k3plan.engines.vllm.kimi_k3_memory import attn_res_bank, k3_sequence_parallel
+
+    spec = setup.model.spec
+    if kind != "gpu" or not spec.attn_res_block_size:
+        return None
+    par = setup.parallel
+    sp = k3_sequence_parallel(
+        vendor=setup.hardware.vendor,
+        pp=par.pp,
+        expert_parallel=served is not None and served.expert_parallel,
+        tp=par.tp,
+        dp=par.dp,
+        moe_backend=(served.moe_backend or "") if served is not None else "",
+    )
+    return attn_res_bank(
+        architecture=spec.architecture,
+        block_size=spec.attn_res_block_size,
+        num_layers=spec.num_layers,
+        hidden=spec.hidden_size,
+        tokens=result.workload.prefill_chunk_tokens,
+        tp=par.tp,
+        sequence_parallel=sp,
+    )
 
 
 def _moe_forward_args(served, setup: Setup, result: FitResult, *, stack: str, kind: str) -> dict[str, Any] | None:
@@ -1445,6 +1479,37 @@ def _rocm_aiter_moe(served, *, hardware: str) -> bool:
     env = served.env if served is not None else {}
     backend = (served.moe_backend or "") if served is not None else ""
     return aiter_fused_moe_runs(hardware=hardware, moe_backend=backend, aiter_on=aiter_moe_on(env))
+
+
+def _k3_scale_pad(
+    served, setup: Setup, expert_pad: tuple[int, int, str] | None, *, hardware: str, kind: str
+) -> tuple[int, str] | None:
+    """The bytes AITER's w2 scale shuffle adds to Kimi-K3's routed experts a device on gfx950 under AITER's MoE
+    (engines/vllm/kimi_k3_memory.py k3_w2_scale_pad), in the weights vLLM measures; None elsewhere. A rank's experts
+    and the intermediate each holds: whole experts over TP x DP under expert parallelism, else every expert with the
+    TP x DP cut, as the budget pads either (Stack.expert_pad)."""
+    from k3plan.engines.vllm.dsv4_workspace import aiter_moe_on
+    from k3plan.engines.vllm.kimi_k3_memory import k3_w2_scale_pad
+
+    spec = setup.model.spec
+    if served is None or kind != "gpu" or spec.moe is None:
+        return None
+    ep = served.expert_parallel
+    shards = setup.parallel.tp * setup.parallel.dp
+    inter = spec.moe.expert_intermediate
+    shard = inter if ep else -(-inter // shards)
+    if expert_pad is not None:
+        shard = shard * expert_pad[0] // expert_pad[1]
+    return k3_w2_scale_pad(
+        architecture=spec.architecture,
+        hardware=hardware,
+        moe_backend=served.moe_backend or "",
+        aiter_on=aiter_moe_on(served.env),
+        n_moe=spec.n_moe,
+        local_experts=-(-spec.moe.num_experts // shards) if ep else spec.moe.num_experts,
+        expert_out=spec.moe.expert_in,
+        shard_intermediate=shard,
+    )
 
 
 def _rocm_fp8_pad(served, setup: Setup, *, vendor: str) -> tuple[int, str] | None:

@@ -749,6 +749,7 @@ def engine_sizing(
     rocm_wo_a_fp8: bool | None = None,
     rocm_aiter_moe: bool = False,
     rocm_fp8_pad: tuple[int, str] | None = None,
+    k3_scale_pad: tuple[int, str] | None = None,
     all2all: tuple[int, str] | None = None,
     hybrid_kv_off: bool = False,
     step_model: tuple[str, int, int, int, int, bool] | None = None,
@@ -800,6 +801,8 @@ def engine_sizing(
     ``rocm_aiter_moe``: whether V4's experts run AITER's fused_moe (dsv4_workspace.py aiter_fused_moe_runs).
     ``rocm_fp8_pad``: the 256 B a row vLLM's ROCm build pads block-fp8 linear weights by after loading, in the load's
     measurement and so in the weights, and its source (engines/vllm/rocm_fp8_pad.py); None: none.
+    ``k3_scale_pad``: the padding AITER's w2 scale shuffle adds to Kimi-K3's routed experts on gfx950, in the load's
+    measurement and so in the weights, and its source (engines/vllm/kimi_k3_memory.py k3_w2_scale_pad); None: none.
     ``all2all``: the expert-parallel all2all backend's buffers a GPU, made at load outside torch's allocator, and their
     source (engines/vllm/all2all_buffers.py all2all_non_torch), added to the non-torch increase; None: none.
     ``step_model``: (architecture, MoE layers, top-k, the experts' width, attention-DP ranks, expert parallelism as
@@ -853,6 +856,9 @@ def engine_sizing(
     if rocm_fp8_pad is not None and kv_pool_method == "utilization_minus_profile":
         weights_bytes += rocm_fp8_pad[0]
         weights_src += f", + {rocm_fp8_pad[1]}"
+    if k3_scale_pad is not None and k3_scale_pad[0] and kv_pool_method == "utilization_minus_profile":
+        weights_bytes += k3_scale_pad[0]
+        weights_src += f", + {k3_scale_pad[1]}"
     if dsv4 is not None and dsv4.csa2 is None and kv_pool_method == "utilization_minus_profile" and vendor == "amd":
         buffers, how = dsv4_rocm_model_buffers(
             dsv4,
