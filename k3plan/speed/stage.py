@@ -216,10 +216,10 @@ def prefill_op_costs(setup, *, chunk: int, context: int, weights=None, graph=Non
 
 
 class PrefillParts:
-    """The OpCost of a prefill chunk of one size, split where its ends move: ``head`` (the weights' ops) and ``tail``
-    (the KDA scan, the collectives, the send, validate's graph ops) are the same wherever the chunk ends, built once;
-    ``at(context)`` adds the attention's ops there (``step.ops.prefill_attention_ops``) -- a prompt's chunks of one
-    size differ in those alone."""
+    """The OpCost of a prefill chunk of one size, split by what moves with where it ends: ``head`` (the weights' ops)
+    and ``tail`` (the KDA scan, the collectives, the send, validate's graph ops) are the same wherever the chunk ends,
+    built once; ``at(context)`` adds the attention side's ops there (``step.ops.prefill_attention_ops``: MLA's, or
+    DeepSeek-V4's with its compressors and hyper-connections) -- a prompt's chunks of one size differ in those alone."""
 
     def __init__(self, head: list, attention: Callable[[int], list], tail: list) -> None:
         self.head, self.attention, self.tail = head, attention, tail
