@@ -67,16 +67,14 @@ class KindTimes(_Frozen):
 
 
 def kind_times(times: tuple[OpTime, ...] | list[OpTime]) -> KindTimes:
-    """Each category's ceiling and expected seconds, summed over ``times`` in their order."""
-    return KindTimes(
-        **{
-            c: KindTime(
-                ceiling_s=sum(t.ceiling_s for t in times if t.category == c),
-                expected_s=sum(t.expected_s for t in times if t.category == c),
-            )
-            for c in CATEGORIES
-        }
-    )
+    """Each category's ceiling and expected seconds, summed over ``times`` in their order (one pass over them)."""
+    ceiling: dict[str, list[float]] = {c: [] for c in CATEGORIES}
+    expected: dict[str, list[float]] = {c: [] for c in CATEGORIES}
+    for t in times:
+        if t.category in ceiling:
+            ceiling[t.category].append(t.ceiling_s)
+            expected[t.category].append(t.expected_s)
+    return KindTimes(**{c: KindTime(ceiling_s=sum(ceiling[c]), expected_s=sum(expected[c])) for c in CATEGORIES})
 
 
 class StageTime(_Frozen):
@@ -223,10 +221,13 @@ def expected_time(
     if cache is None:
         times = tuple(op_time(op, peaks=peaks, curves=curves) for op in ops)
     else:
+        timed = []
         for op in ops:
-            if op not in cache:
-                cache[op] = op_time(op, peaks=peaks, curves=curves)
-        times = tuple(cache[op] for op in ops)
+            t = cache.get(op)
+            if t is None:
+                t = cache[op] = op_time(op, peaks=peaks, curves=curves)
+            timed.append(t)
+        times = tuple(timed)
     by_kind = kind_times(times)
     labels = list(dict.fromkeys(t.efficiency.label for t in times if not t.efficiency.measured))
     labels += list(dict.fromkeys(t.efficiency.label for t in times if t.efficiency.measured))

@@ -18,10 +18,11 @@ of the device kind (nor transferable from another TPU's), every op runs at its c
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from k3plan.roofline.comm import collective_args
-from k3plan.speed.expected import KindTime, KindTimes, OpTime, StageTime, expected_time
+from k3plan.speed.expected import KindTime, KindTimes, StageTime, expected_time
 from k3plan.speed.peaks import Peaks
 from k3plan.speed.terms import TermShare
 from k3plan.structs import Frozen, fields, replace
@@ -211,11 +212,36 @@ def decode_op_costs(
 def prefill_op_costs(setup, *, chunk: int, context: int, weights=None, graph=None, engine: bool = True) -> list:
     """One prefill chunk of ``chunk`` tokens ending at ``context`` tokens, a device, as OpCost (with the
     chunk's stage-to-stage send under ``--pp``); ``engine`` and ``graph`` as ``decode_op_costs``'."""
+    return prefill_parts(setup, chunk=chunk, weights=weights, graph=graph, engine=engine).at(context)
+
+
+class PrefillParts:
+    """The OpCost of a prefill chunk of one size, split by what moves with where it ends: ``head`` (the weights' ops)
+    and ``tail`` (the KDA scan, the collectives, the send, validate's graph ops) are the same wherever the chunk ends,
+    built once; ``at(context)`` adds the attention side's ops there (``step.ops.prefill_attention_ops``: MLA's, or
+    DeepSeek-V4's with its compressors and hyper-connections) -- a prompt's chunks of one size differ in those alone."""
+
+    def __init__(self, head: list, attention: Callable[[int], list], tail: list) -> None:
+        self.head, self.attention, self.tail = head, attention, tail
+
+    def at(self, context: int) -> list:
+        """The chunk ending at ``context`` tokens: ``prefill_op_costs``' list."""
+        return self.head + self.attention(context) + self.tail
+
+
+def prefill_parts(setup, *, chunk: int, weights=None, graph=None, engine: bool = True) -> PrefillParts:
+    """``prefill_op_costs`` of ``chunk`` tokens at any context (``PrefillParts``)."""
     from k3plan.step.cache import cache_layout
     from k3plan.step.compute import dtype_of_setup
     from k3plan.step.dsv4_cache import stack_sizes
     from k3plan.step.gmm import expert_rows_of_setup, kernel_curve_of_setup
-    from k3plan.step.ops import collective_ops, prefill_ops, to_op_costs, weight_groups_of_setup
+    from k3plan.step.ops import (
+        collective_ops,
+        prefill_attention_ops,
+        prefill_chunk_ops,
+        to_op_costs,
+        weight_groups_of_setup,
+    )
     from k3plan.step.work import experts_touched
 
     a = collective_args(setup)
@@ -224,30 +250,38 @@ def prefill_op_costs(setup, *, chunk: int, context: int, weights=None, graph=Non
     spec, par = a.pop("spec"), setup.parallel
     layout = cache_layout(spec=spec, stack=setup.stack, parallel=par)
     moe = spec.moe
-    ops = prefill_ops(
+    weight, state = prefill_chunk_ops(
         spec,
         weights=weights if weights is not None else weight_groups_of_setup(setup),
-        kv_bytes_per_token=layout.kv_bytes_per_token,
         state_bytes_per_sequence=layout.state_bytes_per_slot,  # one slot: what the step reads
         tp=par.tp,
         chunk=chunk,
         ep_tokens=chunk,
         touched=experts_touched(num_experts=moe.num_experts, top_k=moe.top_k, batch=chunk),
-        context=context,
         expert_rows=expert_rows_of_setup(setup) if engine else None,
-        dsv4_sizes=stack_sizes(spec, setup.stack.name),
     )
     coll = collective_ops(spec, **a, tokens=chunk, sequences=1)  # one prompt's chunk: one row sampled
-    out = to_op_costs(
-        ops + coll + _send_ops(setup, tokens=chunk),
-        dtype_of=dtype_of_setup(setup),
-        curve_of=kernel_curve_of_setup(setup) if engine else None,
-        stage="prefill" if engine else None,
+    dtype_of = dtype_of_setup(setup)
+    curve_of = kernel_curve_of_setup(setup) if engine else None
+    stage = "prefill" if engine else None
+    sizes = stack_sizes(spec, setup.stack.name)
+
+    def costs(ops: list) -> list:
+        out = to_op_costs(ops, dtype_of=dtype_of, curve_of=curve_of, stage=stage)
+        if graph is not None:  # validate's graph runs its own chunked KDA: that form's curve where it was probed
+            out = [_validate_kda(o, spec, chunk) if o.kind == "kda_chunked" else o for o in out]
+        return _f32_experts(out, graph)
+
+    def attention(context: int) -> list:
+        kv = layout.kv_bytes_per_token
+        return costs(
+            prefill_attention_ops(spec, kv_bytes_per_token=kv, tp=par.tp, chunk=chunk, context=context, sizes=sizes)
+        )
+
+    tail = costs(state + coll + _send_ops(setup, tokens=chunk))
+    return PrefillParts(
+        costs(weight), attention, tail + _graph_ops(setup, graph, stage="prefill", rows=chunk, weights=weights)
     )
-    if graph is not None:  # validate's graph runs its own chunked KDA: that form's curve where it was probed
-        out = [_validate_kda(o, spec, chunk) if o.kind == "kda_chunked" else o for o in out]
-    out = _f32_experts(out, graph)
-    return out + _graph_ops(setup, graph, stage="prefill", rows=chunk, weights=weights)
 
 
 def _f32_experts(ops: list, graph) -> list:
@@ -317,20 +351,22 @@ def add_stages(stages: list[StageTime]) -> StageTime:
             for k in fields(KindTimes)
         }
     )
-    ops: dict[str, OpTime] = {}
+    # by name: [its first OpTime, how many, ceiling_s, expected_s, scheduled_s], each added in the stages' order
+    merged: dict[str, list] = {}
     for s in stages:
         for o in s.ops:
-            prev = ops.get(o.name)
-            ops[o.name] = (
-                o
-                if prev is None
-                else replace(
-                    prev,
-                    ceiling_s=prev.ceiling_s + o.ceiling_s,
-                    expected_s=prev.expected_s + o.expected_s,
-                    scheduled_s=None if prev.scheduled_s is None else prev.scheduled_s + (o.scheduled_s or 0.0),
-                )
-            )
+            m = merged.get(o.name)
+            if m is None:
+                merged[o.name] = [o, 1, o.ceiling_s, o.expected_s, o.scheduled_s]
+            else:
+                m[1] += 1
+                m[2] = m[2] + o.ceiling_s
+                m[3] = m[3] + o.expected_s
+                m[4] = None if m[4] is None else m[4] + (o.scheduled_s or 0.0)
+    ops = {
+        name: o if n == 1 else replace(o, ceiling_s=c, expected_s=e, scheduled_s=sched)
+        for name, (o, n, c, e, sched) in merged.items()
+    }
     return StageTime(
         device_kind=first.device_kind,
         ceiling_s=sum(s.ceiling_s for s in stages),
@@ -381,15 +417,17 @@ def expected_speed(
     pre_terms: tuple = ()
     chunk = min(chunk_tokens, prompt_tokens)
     n = math.ceil(prompt_tokens / chunk)
+    # a prompt's chunks of one size repeat all but their attention ops: each size's ops built once (PrefillParts), each
+    # distinct op timed once (expected_time's cache) and priced once by a term that prices ops one by one (memo)
+    parts: dict[int, PrefillParts] = {}
     cache: dict = {}
+    memo: dict = {}
     chunks = []
     for i in range(n):
-        ops = prefill_op_costs(
-            setup,
-            chunk=min(chunk, prompt_tokens - i * chunk),
-            context=min((i + 1) * chunk, prompt_tokens),
-            weights=weights,
-        )
+        rows, context = min(chunk, prompt_tokens - i * chunk), min((i + 1) * chunk, prompt_tokens)
+        if rows not in parts:
+            parts[rows] = prefill_parts(setup, chunk=rows, weights=weights)
+        ops = parts[rows].at(context)
         st = expected_time(ops, peaks=peaks, curves=curves, cache=cache)
         step = StepInput(
             key=term_key(setup, stage="prefill", ops=ops),
@@ -397,8 +435,9 @@ def expected_speed(
             ops=ops,
             stage=st,
             curves=curves,
-            rows=min(chunk, prompt_tokens - i * chunk),
-            context=min((i + 1) * chunk, prompt_tokens),
+            rows=rows,
+            context=context,
+            memo=memo,
         )
         chunk_terms = step_terms(step, terms)
         pre_terms += chunk_terms

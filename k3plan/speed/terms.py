@@ -125,6 +125,9 @@ class StepInput:
     histogram: Any = None
     on: frozenset[str] = frozenset()  # the terms ON where it is priced (step_terms): a term that re-prices a part
     # of the step takes off what the others ON charge for that part
+    # one answer's store of what a term prices from one op alone, term -> {OpCost: its figure}: a prompt's chunks
+    # repeat all but their attention ops (speed.stage.expected_speed); None: none kept
+    memo: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -271,10 +274,13 @@ def _gpu_gemm(s: StepInput) -> tuple[EngineTerm, ...]:
         return ()
     extra = 0.0
     records: dict[str, None] = {}
+    memo = _memo(s, "gpu-gemm")  # OpCost -> its OpTime on the kernel's curves
     for op, t in zip(s.ops, s.stage.ops, strict=True):
         if op.kind != "matmul" or t.efficiency.measured:
             continue
-        at = op_time(op, peaks=peaks, curves=curves)
+        at = memo.get(op)
+        if at is None:
+            at = memo[op] = op_time(op, peaks=peaks, curves=curves)
         if at.efficiency.measured and at.expected_s > t.expected_s:
             extra += at.expected_s - t.expected_s
             records[at.efficiency.record_path or RECORD] = None
@@ -290,6 +296,11 @@ def _gpu_gemm(s: StepInput) -> tuple[EngineTerm, ...]:
             records=tuple(records),
         ),
     )
+
+
+def _memo(s: StepInput, term: str) -> dict:
+    """``term``'s store of what it prices from one op alone: the answer's (``StepInput.memo``), else a new one."""
+    return {} if s.memo is None else s.memo.setdefault(term, {})
 
 
 def _mla_prefill_form(s: StepInput) -> tuple[EngineTerm, ...]:

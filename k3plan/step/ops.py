@@ -376,9 +376,40 @@ def prefill_ops(
     i of the chunk attends to context - chunk + i keys); the KDA chunked scan reads and writes the
     state once and applies 3 [d, d] products a token a head. One chunk covering the prompt gives
     ``roofline.work.attention_prefill_flops_per_token`` x the prompt (tests/step/test_ops.py). With
-    ``live``, each op's buffers live at its peak (k3plan.step.live), the chunk being one prompt's."""
+    ``live``, each op's buffers live at its peak (k3plan.step.live), the chunk being one prompt's. The list is
+    ``prefill_chunk_ops``' weight ops, ``prefill_attention_ops`` (the only ops that move with ``context``), then
+    ``prefill_chunk_ops``' state ops."""
+    weight, state = prefill_chunk_ops(
+        spec,
+        weights=weights,
+        state_bytes_per_sequence=state_bytes_per_sequence,
+        tp=tp,
+        chunk=chunk,
+        ep_tokens=ep_tokens,
+        touched=touched,
+        live=live,
+        expert_rows=expert_rows,
+    )
+    attention = prefill_attention_ops(
+        spec, kv_bytes_per_token=kv_bytes_per_token, tp=tp, chunk=chunk, context=context, live=live, sizes=dsv4_sizes
+    )
+    return weight + attention + state
 
-    mla = spec.mla
+
+def prefill_chunk_ops(
+    spec: ModelSpec,
+    *,
+    weights: list[WeightGroup],
+    state_bytes_per_sequence,
+    tp,
+    chunk,
+    ep_tokens,
+    touched,
+    live: LiveRules | None = None,
+    expert_rows=None,
+) -> tuple[list[Op], list[Op]]:
+    """(the weight ops, the KDA chunked scan) of a prefill chunk of ``chunk`` tokens: ``prefill_ops``' ops that do
+    not depend on where the chunk ends in its prompt (a prompt's chunks of one size share them)."""
     ops = weight_ops(
         spec,
         weights=weights,
@@ -390,39 +421,49 @@ def prefill_ops(
         live=live,
         expert_rows=expert_rows,
     )
-    mla_split = heads_split(mla.heads, tp)
+    state: list[Op] = []
+    if spec.kda is not None and spec.n_kda:
+        per_layer = state_bytes_per_sequence // spec.n_kda
+        held = None if live is None else live.kda(spec, seqs=1, queries=chunk, tp=tp, decode=False)
+        state.append(
+            _kda_op(
+                spec, tp=tp, tokens=chunk, state_bytes=per_layer, name="kda.chunked_scan", kind="kda_chunked", live=held
+            )
+        )
+    return ops, state
+
+
+def prefill_attention_ops(
+    spec: ModelSpec, *, kv_bytes_per_token, tp, chunk, context, live: LiveRules | None = None, sizes=None
+) -> list[Op]:
+    """The attention ops of a prefill chunk of ``chunk`` tokens ending at ``context`` (``prefill_ops``' ops that
+    move with it): DeepSeek-V4's attention side (step/dsv4_ops.py, over the engine's records ``sizes``), else MLA's."""
     if spec.dsv4 is not None:  # DeepSeek-V4 (step/dsv4_ops.py)
         from k3plan.step import dsv4_ops
 
-        ops.extend(dsv4_ops.prefill_ops(spec, chunk=chunk, context=context, tp=tp, live=live, sizes=dsv4_sizes))
-    elif spec.n_mla:
-        keys = chunk * (context - chunk) + chunk * (chunk + 1) / 2  # query-key pairs of the chunk
-        kv_layer = kv_bytes_per_token // spec.n_mla
-        ops.append(
-            Op(
-                name="mla.attention",
-                kind="attention",
-                layer_kind="mla",
-                category="kv",
-                count=spec.n_mla,
-                bytes_read=(context - chunk) * kv_layer,
-                bytes_written=chunk * kv_layer,
-                flops=2 * mla.heads * (mla.qk_nope_head_dim + mla.qk_rope_head_dim + mla.v_head_dim) * keys / mla_split,
-                flops_category="attention",
-                tokens=chunk,
-                heads=mla.heads // mla_split,
-                live=None if live is None else live.mla(spec, seqs=1, queries=chunk, context=context, tp=tp),
-            )
+        return dsv4_ops.prefill_ops(spec, chunk=chunk, context=context, tp=tp, live=live, sizes=sizes)
+    if not spec.n_mla:
+        return []
+    mla = spec.mla
+    mla_split = heads_split(mla.heads, tp)
+    keys = chunk * (context - chunk) + chunk * (chunk + 1) / 2  # query-key pairs of the chunk
+    kv_layer = kv_bytes_per_token // spec.n_mla
+    return [
+        Op(
+            name="mla.attention",
+            kind="attention",
+            layer_kind="mla",
+            category="kv",
+            count=spec.n_mla,
+            bytes_read=(context - chunk) * kv_layer,
+            bytes_written=chunk * kv_layer,
+            flops=2 * mla.heads * (mla.qk_nope_head_dim + mla.qk_rope_head_dim + mla.v_head_dim) * keys / mla_split,
+            flops_category="attention",
+            tokens=chunk,
+            heads=mla.heads // mla_split,
+            live=None if live is None else live.mla(spec, seqs=1, queries=chunk, context=context, tp=tp),
         )
-    if spec.kda is not None and spec.n_kda:
-        state = state_bytes_per_sequence // spec.n_kda
-        held = None if live is None else live.kda(spec, seqs=1, queries=chunk, tp=tp, decode=False)
-        ops.append(
-            _kda_op(
-                spec, tp=tp, tokens=chunk, state_bytes=state, name="kda.chunked_scan", kind="kda_chunked", live=held
-            )
-        )
-    return ops
+    ]
 
 
 def collective_ops(
