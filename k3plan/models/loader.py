@@ -117,6 +117,8 @@ def load_model(ref: str = DEFAULT_MODEL, overrides: Overrides = ()) -> Model:
         )
     if overrides:
         said = ", ".join(f"{k} {v:,}" for k, v in overrides)
-        notes = (*notes, f"built from {path} with {said} set over it")
+        # a bundled config by its place in the package (the answer is the same from any folder or install)
+        shown = f"k3plan/models/bundled/{name}/config.json" if path == BUNDLED_DIR / name / "config.json" else path
+        notes = (*notes, f"built from {shown} with {said} set over it")
     spec = replace(spec, notes=notes)
     return Model(spec=spec, inventory=inventory, notes=notes, overrides=overrides)

@@ -72,3 +72,14 @@ def test_census_errors_are_k3plan_errors(tmp_path):
     f.write_bytes(b"1234")
     with pytest.raises(K3PlanError, match="truncated"):
         census(f)
+
+
+def test_an_overridden_bundled_config_is_named_by_its_place_in_the_package_not_the_install_folder():
+    """The notes of a model built with fields set over a bundled config name it k3plan/models/bundled/<name>/..., so
+    the answer (fit --json of an --hf-overrides command) is the same from every folder and install."""
+    from k3plan.models.loader import BUNDLED_DIR, load_model
+
+    notes = load_model("deepseek-v3", (("num_hidden_layers", 5),)).notes
+    said = [n for n in notes if n.startswith("built from ")]
+    assert said == ["built from k3plan/models/bundled/deepseek-v3/config.json with num_hidden_layers 5 set over it"]
+    assert str(BUNDLED_DIR) not in " ".join(notes)
