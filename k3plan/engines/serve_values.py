@@ -457,22 +457,29 @@ def json_object(flag: str, raw: str) -> dict:
     return got
 
 
-def suffix_int(text: str) -> int | None:
+def suffix_int(text: str, flag: str = "a value") -> int | None:
     """vLLM's human_readable_int suffixes (vllm/utils/argparse_utils.py; vllm/engine/arg_utils.py @99d7eb5d): 'k' /
     'm' / 'g' / 't' are 10^3 / 10^6 / 10^9 / 10^12 (128k = 128,000, decimals allowed), 'K' / 'M' / 'G' / 'T' are
     2^10 / 2^20 / 2^30 / 2^40
-    (128K = 131,072, whole numbers only: a decimal is a ValueError naming the suffix); None without a suffix."""
+    (128K = 131,072, whole numbers only: a decimal is a ValueError naming the suffix); None without a suffix.
+    A count of 2^63 or more (no engine's int64 holds it) is bad input, one line naming ``flag``: read as a float
+    (vLLM's int(float(number) * 10^3)) a 309-digit number is infinity and its int() an OverflowError, and a
+    4,301-digit one is past Python's int-from-text limit."""
     import re
+    from decimal import Decimal
 
     m = re.fullmatch(r"(\d+(?:\.\d+)?)([kKmMgGtT])", text.strip())
     if m is None:
         return None
     number, suffix = m.groups()
+    scale = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "K": KiB, "M": MiB, "G": GiB, "T": 1024 * GiB}[suffix]
+    if Decimal(number) * scale >= 2**63:
+        raise K3PlanError(f"--serve: {flag} {text.strip()[:40]!r}: 2^63 or more; expected a number an int64 holds")
     if suffix in "kmgt":
-        return int(float(number) * {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}[suffix])
+        return int(float(number) * scale)
     if "." in number:
         raise ValueError(suffix)
-    return int(number) * {"K": KiB, "M": MiB, "G": GiB, "T": 1024 * GiB}[suffix]
+    return int(number) * scale
 
 
 def read_dcp(r: Reading, dcp: int, *, flag: str, tp_flag: str, engine: str, group: str, pool: str) -> None:

@@ -309,7 +309,7 @@ def human_readable_int(flag: str, value: str) -> int:
     """vLLM's reading of --max-model-len / --max-num-batched-tokens (vllm-project/vllm@99d7eb5d
     vllm/engine/arg_utils.py human_readable_int: serve_values.suffix_int), else a plain int."""
     try:
-        n = suffix_int(value)
+        n = suffix_int(value, flag)
     except ValueError as err:
         number = value.strip()[:-1]
         raise K3PlanError(
@@ -337,7 +337,7 @@ def dashes(tok: str) -> str:
 # tests/evals/gsm8k/configs/moe-refactor/DeepSeek-V4-Flash-deepgemm-mega-moe.yaml) reads as its JSON flag does.
 
 
-def _value(text: str) -> Any:
+def _value(text: str, flag: str) -> Any:
     """A dotted flag's value as vLLM parses it: JSON, else a human-readable int (serve_values.suffix_int), else the
     text."""
     try:
@@ -345,7 +345,7 @@ def _value(text: str) -> Any:
     except json.JSONDecodeError:
         pass
     try:
-        n = suffix_int(text)
+        n = suffix_int(text, flag)
     except ValueError:
         return text
     return text if n is None else n
@@ -383,7 +383,7 @@ def fold_dotted(rest: list[str]) -> list[str]:
         if name.endswith("+"):
             name, parsed = name[:-1], list(value.split(","))
         else:
-            parsed = _value(value)
+            parsed = _value(value, name)
         head, *keys = name.split(".")
         if not all(keys):
             raise K3PlanError(f"--serve: {tok}: expected --config.field VALUE")
@@ -626,7 +626,7 @@ def read_kv_cache_memory_bytes(r: Reading, raw: str | None) -> None:
     if raw is None:
         return
     try:
-        n = suffix_int(raw)
+        n = suffix_int(raw, "--kv-cache-memory-bytes")
         n = int(raw.strip()) if n is None else n
     except ValueError:
         raise K3PlanError(
