@@ -86,6 +86,15 @@ def flag_int(flag: str, value: str, *, lo: int = 1) -> int:
     return n
 
 
+def whole_number(field: str, value: Any, *, lo: int = 1) -> int:
+    """A whole number a config's JSON holds (an int, or its text: "3" as pydantic's lax mode reads it), or a flag's
+    text, read as flag_int reads a flag: a bool, float, null, list or object is refused, and so is a text int() cannot
+    read ('²' passes str.isdigit, not int) or a number past MAX_FLAG_INT; one line naming ``field``."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise K3PlanError(f"--serve: {field} {value!r}: expected a whole number")
+    return flag_int(field, str(value), lo=lo)
+
+
 @dataclass(frozen=True)
 class ServeCommand:
     """A command that starts one family's server, as a family's serve.py declares it (its COMMANDS) for

@@ -9,6 +9,7 @@ from k3_testing import one_error_line
 
 H200 = ("fit", "-H", "nvidia-h200", "-t", "8", "--serve")
 VLLM = "vllm serve deepseek-ai/DeepSeek-V3 -tp 8 "
+SGLANG = "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp 8 "
 TPU = ("fit", "-H", "tpu-v7x", "-t", "2x2x1", "--serve")
 TPU_VLLM = "vllm serve moonshotai/Kimi-K2.6 --tensor-parallel-size 8 --enable-expert-parallel "
 N400 = "9" * 400  # a float past 1.8e308: float(N400) is infinity
@@ -26,6 +27,42 @@ REGRESSIONS = [
     # was one line, but a wrong one: int('1' * 5000) raised ValueError('Exceeds the limit (4300 digits) ...'), which
     # human_readable_int read as a decimal: "decimals are not allowed with binary suffixes like Exceeds the limit ..."
     (H200, VLLM + f"--max-model-len {N5000}K", "2^63 or more"),
+    # ValueError: invalid literal for int() with base 10: '²' -- '²' passes str.isdigit(), not int() (vllm/spec.py
+    # read_speculative, sglang/spec.py _int, vllm/cudagraph.py _size: now serve_values.whole_number / flag_int)
+    (
+        H200,
+        VLLM + """--speculative-config '{"method": "mtp", "num_speculative_tokens": "²"}'""",
+        "'²': expected a whole",
+    ),
+    (H200, VLLM + "--num-speculative-tokens ² --speculative-model deepseek-ai/DeepSeek-V3", "'²': expected a whole"),
+    (H200, VLLM + """--compilation-config '{"max_cudagraph_capture_size": "²"}'""", "'²': expected a whole number"),
+    (H200, VLLM + """--compilation-config '{"cudagraph_capture_sizes": [1, "²"]}'""", "'²': expected a whole"),
+    (H200, SGLANG + "--speculative-algorithm EAGLE --speculative-num-steps ²", "'²': expected a whole number"),
+    # OverflowError: int too large to convert to float (engines/sglang/dsv4_pool.py sglang_dsv41_pool): the DSpark
+    # block read by sglang/spec.py _int without a bound
+    (
+        ("fit", "-H", "nvidia-gb300-nvl72", "-t", "4", "--serve"),
+        "sglang serve --model-path deepseek-ai/DeepSeek-V4.1-Flash --tp 4 --ep-size 4 --speculative-algorithm DSPARK "
+        f"--speculative-dspark-block-size {'9' * 40}",
+        "expected at most 2,147,483,647",
+    ),
+    # were priced (exit 0), no bound: 10^26 speculative tokens, a 10^26-token CUDA graph; the flag forms
+    # (--max-cudagraph-capture-size) were already bounded by flag_int
+    (
+        H200,
+        VLLM + """--speculative-config '{"method": "mtp", "num_speculative_tokens": 10000000000000000000000000}'""",
+        "expected at most 2,147,483,647",
+    ),
+    (
+        H200,
+        VLLM + """--compilation-config '{"max_cudagraph_capture_size": 10000000000000000000000000}'""",
+        "expected at most 2,147,483,647",
+    ),
+    (
+        H200,
+        VLLM + """--compilation-config '{"cudagraph_capture_sizes": [10000000000000000000000000]}'""",
+        "expected at most 2,147,483,647",
+    ),
 ]
 
 
