@@ -339,10 +339,11 @@ def dashes(tok: str) -> str:
 
 def _value(text: str, flag: str) -> Any:
     """A dotted flag's value as vLLM parses it: JSON, else a human-readable int (serve_values.suffix_int), else the
-    text."""
+    text. Any ValueError of json.loads reads as not JSON: a JSONDecodeError, or a number of more than 4,300 digits
+    (Python's int-from-text limit), which the field's own reader then refuses."""
     try:
         return json.loads(text)
-    except json.JSONDecodeError:
+    except ValueError:
         pass
     try:
         n = suffix_int(text, flag)
