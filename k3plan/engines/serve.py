@@ -786,7 +786,8 @@ def mm_zero_limits(raw: str) -> frozenset[str]:
     try:
         parsed = json.loads(text) if text.startswith("{") else dict(kv.split("=", 1) for kv in text.split(",") if kv)
         counts = {str(k).strip(): int(v["count"] if isinstance(v, dict) else v) for k, v in parsed.items()}
-    except (ValueError, TypeError, KeyError, AttributeError):
+    # OverflowError: a count of 1e309 (JSON's infinity), whose int() has no value
+    except (ValueError, TypeError, KeyError, AttributeError, OverflowError):
         raise K3PlanError(
             f'--serve: --limit-mm-per-prompt {raw!r}: expected JSON such as \'{{"image": 0, "video": 0}}\' or '
             "image=0,video=0"

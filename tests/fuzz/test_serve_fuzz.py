@@ -27,6 +27,9 @@ REGRESSIONS = [
     # was one line, but a wrong one: int('1' * 5000) raised ValueError('Exceeds the limit (4300 digits) ...'), which
     # human_readable_int read as a decimal: "decimals are not allowed with binary suffixes like Exceeds the limit ..."
     (H200, VLLM + f"--max-model-len {N5000}K", "2^63 or more"),
+    # OverflowError: cannot convert float infinity to integer (engines/serve.py mm_zero_limits: int(1e309))
+    (H200, VLLM + """--limit-mm-per-prompt '{"image": 1e309}'""", "--limit-mm-per-prompt"),
+    (H200, VLLM + """--limit-mm-per-prompt '{"image": {"count": -1e400}}'""", "--limit-mm-per-prompt"),
     # ValueError: Exceeds the limit (4300 digits) for integer string conversion (json.loads in vllm/serve.py _value,
     # which caught only its JSONDecodeError)
     (H200, VLLM + f"--compilation-config.max_cudagraph_capture_size={N5000}", "max_cudagraph_capture_size '11111"),
