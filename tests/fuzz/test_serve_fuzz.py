@@ -4,7 +4,15 @@ traceback's head in its comment)."""
 
 from __future__ import annotations
 
+import json
+import math
+import shlex
+from pathlib import Path
+
 import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from k3_testing import one_error_line
 
 H200 = ("fit", "-H", "nvidia-h200", "-t", "8", "--serve")
@@ -83,3 +91,172 @@ def test_a_suffixed_count_below_the_bound_still_reads(cli):
     """The bound is past what any flag takes: 128k and 10g still read as vLLM's human_readable_int does."""
     r = cli(*H200, VLLM.replace("-tp 8 ", "-tp 8 --max-model-len 128k --kv-cache-memory-bytes 10g"), "--json")
     assert r.exit_code in (0, 1), r.output
+
+
+# -- the property: any mutation of a logged case's command is read (exit 0 / 1, or fit's 3) or refused in one line ------
+
+CASES = sorted((Path(__file__).resolve().parents[1] / "engines" / "cases").glob("*.yaml"))
+
+
+def _case(path: Path) -> tuple[str, str, str, str | None]:
+    case = yaml.safe_load(path.read_text())
+    version = str(case["engine_version"]) if "engine_version" in case else None
+    return case["hardware"], str(case["topology"]), " ".join(case["serve"].split()), version
+
+
+# fmt: off
+# values no flag may take as written: the text a hostile or careless user types where a count or a fraction goes
+VALUES = [
+    "0", "-1", "-8", "1.5", "8.0", "1e309", "1e30", "inf", "-inf", "nan", "0x10", "1_000", str(2**40), str(10**30),
+    str(2**63), "", " ", "abc", "1k", "1K", "1.5K", "-0", "+8", "²", "٣", "1e-309", "5e-324", "-0.1", "0.0", "true",
+    "null", "[]", "{}", "'", '"', "\\", "--", "-", "1,2", "9" * 400, "9" * 400 + "k", "1" * 5000, "1" * 5000 + "K",
+]
+# JSON a config flag may be handed: truncated, the wrong type, nested nulls, numbers past a float or an int64
+JSON = [
+    "{", '{"method":', "null", "[]", "1", '"x"', '{"num_speculative_tokens": null}', '{"num_speculative_tokens": "3"}',
+    '{"num_speculative_tokens": 1e309}', '{"num_speculative_tokens": "²"}',
+    '{"method": "mtp", "num_speculative_tokens": 99999999999999999999999}', '{"method": null}', '{"method": ["mtp"]}',
+    '{"a": {"b": null}}', '{"level": NaN}', '{"cudagraph_capture_sizes": [1, null]}',
+    '{"cudagraph_capture_sizes": [1e309]}', '{"cudagraph_mode": null}', '{"max_cudagraph_capture_size": -1}',
+    '{"max_cudagraph_capture_size": "' + "1" * 5000 + '"}', '{"max_position_embeddings": 1e400}',
+    '{"num_hidden_layers": 0}', '{"quantization_config": null}', '{"": 1}', '{"image": 1e309}',
+    '{"sharding": {"sharding_strategy": null}}', '{"sharding": {"sharding_strategy": {"tensor_parallelism": 1e309}}}',
+    "{'method': 'mtp'}", '{"a": 1' + "0" * 5000 + "}",
+]
+JSON_FLAGS = [
+    "--speculative-config", "--compilation-config", "--additional-config", "--hf-overrides", "--kv-transfer-config",
+    "--attention-config", "--eplb-config", "--limit-mm-per-prompt", "--engram-config", "--json-model-override-args",
+    "--compilation-config.max_cudagraph_capture_size", "--speculative-config.num_speculative_tokens", "-O",
+]
+COUNT_FLAGS = [
+    "--tensor-parallel-size", "-tp", "--tp", "--max-model-len", "--gpu-memory-utilization", "--block-size",
+    "--max-num-seqs", "--max-num-batched-tokens", "--pipeline-parallel-size", "--data-parallel-size", "--dp",
+    "--ep-size", "--mem-fraction-static", "--context-length", "--page-size", "--max-running-requests",
+    "--chunked-prefill-size", "--kv-cache-dtype", "--kv-cache-memory-bytes", "--num-gpu-blocks-override",
+    "--max-total-tokens", "--cuda-graph-max-bs-decode", "--max-cudagraph-capture-size", "--cudagraph-capture-sizes",
+    "--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens", "--speculative-algorithm",
+    "--speculative-dspark-block-size", "--num-speculative-tokens", "--cpu-offload-gb", "--dtype", "--quantization",
+    "--swa-full-tokens-ratio", "--mamba-full-memory-ratio", "--decode-context-parallel-size", "--ubatch-size",
+]
+ENV = [
+    "VAR= ", "X=1 ", "export X=1 && ", "env -u FOO ", "env ", "VLLM_USE_V1=0 ", "CUDA_VISIBLE_DEVICES= ", "=1 ",
+    "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 ", "VLLM_ALLOW_LONG_MAX_MODEL_LEN=nan ", "NEW_MODEL_DESIGN=² ", "X='a b' ",
+    'X="unterminated ', "nohup ", "sudo ", "; ", "# ",
+]
+ENGINES = [
+    "vllm serve", "python -m vllm.entrypoints.openai.api_server --model", "python3 -m sglang.launch_server --model-path",
+    "sglang serve --model-path", "trtllm-serve", "lmdeploy serve api_server", "vllm", "vllm serve serve", "VLLM SERVE",
+    "python3 -m sglang.launch_server", "python3", "", " ", "lm_eval --model vllm --model_args pretrained=",
+    "python3 examples/offline_inference.py --model", "vllm bench serve --model",
+]
+MODELS = [
+    "moonshotai/kimi-k3", "moonshotai/Kimi-K3/", "/models/Kimi-K3", "./Kimi-K3", "~/Kimi-K3", "moonshotai//Kimi-K3",
+    "moonshotai/Kimi-K3-AWQ", "deepseek-ai/DeepSeek-V3.1", "deepseek-ai", "/", ".", "kimi-k3", "moonshotai/Kimi\u2014K3",
+    "moonshotai/Kimi-K3\u200b", "/dev/null", "hf://moonshotai/Kimi-K3", "moonshotai/Kimi-Linear-48B-A3B-Instruct",
+]
+VERSIONS = ["0.x", "v0.28.0", "99.0.0", " ", "0", "0.0.0", "nan", "0.28.0rc1", "0.28.0.post1", "latest", "0..1", "٠.٢٨.٠"]
+TOPOLOGIES = ["0", "-1", "3", "1", "2", "16", "64", "99999999999", "2x4", "2x2x4", "0x8", "nan", "1.5", "x", "1e309"]
+INSERTS = ["'", '"', "`", "\\", "\\ ", "\x00", "\x1b", "\t", "\n", "\u202e", "\ufeff", "\u00a0", "\u2014", "=", " -- "]
+DASHES = ["\u2014", "\u2013", "\u2212", "\uff0d"]
+# fmt: on
+
+
+def _tokens(cmd: str) -> list[str]:
+    try:
+        return shlex.split(cmd)
+    except ValueError:
+        return cmd.split()
+
+
+@st.composite
+def mutated(draw) -> list[str]:
+    """fit's arguments: a logged case's command with one to three mutations."""
+    hw, topo, cmd, version = _case(draw(st.sampled_from(CASES)))
+    for _ in range(draw(st.integers(1, 3))):
+        toks = _tokens(cmd) or ["vllm"]
+        flags = [i for i, t in enumerate(toks) if t.startswith("-") and len(t) > 1] or [len(toks) - 1]
+        op = draw(st.sampled_from(["value", "insert", "json", "char", "dash", "empty", "repeat", "env", "engine",
+                                   "model", "topology", "version", "drop", "truncate"]))  # fmt: skip
+        i = draw(st.sampled_from(flags))
+        if op == "value":  # a flag's value replaced (or given to a switch)
+            name = toks[i].split("=")[0]
+            toks[i : i + 2 if i + 1 < len(toks) and not toks[i + 1].startswith("-") else i + 1] = [
+                name,
+                draw(st.sampled_from(VALUES)),
+            ]
+        elif op == "insert":
+            toks += [draw(st.sampled_from(COUNT_FLAGS)), draw(st.sampled_from(VALUES))]
+        elif op == "json":
+            toks += [draw(st.sampled_from(JSON_FLAGS)), draw(st.sampled_from(JSON))]
+        elif op == "dash":
+            toks[i] = draw(st.sampled_from(DASHES)) + toks[i].lstrip("-")
+        elif op == "empty":  # --flag= with nothing after it
+            toks[i] = toks[i].split("=")[0] + "="
+        elif op == "repeat":  # the flag again with a conflicting value
+            toks += [toks[i].split("=")[0], draw(st.sampled_from(VALUES + ["1", "4", "8", "0.5"]))]
+        elif op == "drop":
+            del toks[i]
+        elif op == "model":
+            where = next((n for n, t in enumerate(toks) if "/" in t and not t.startswith("-")), 0)
+            toks[where] = draw(st.sampled_from(MODELS))
+        cmd = shlex.join(toks)
+        if op == "char":  # a quote, backslash, control or unicode character anywhere in the text
+            at = draw(st.integers(0, len(cmd)))
+            cmd = cmd[:at] + draw(st.sampled_from(INSERTS)) + cmd[at:]
+        elif op == "env":
+            cmd = draw(st.sampled_from(ENV)) + cmd
+        elif op == "engine":
+            cmd = draw(st.sampled_from(ENGINES)) + " " + " ".join(cmd.split()[draw(st.integers(1, 3)) :])
+        elif op == "truncate":
+            cmd = cmd[: draw(st.integers(0, len(cmd)))]
+        elif op == "topology":
+            topo = draw(st.sampled_from(TOPOLOGIES))
+        elif op == "version":
+            version = draw(st.sampled_from(VERSIONS))
+    args = ["fit", "-H", hw, "-t", topo, "--serve", cmd]
+    return (
+        args
+        + (["--engine-version", version] if version is not None else [])
+        + (["--json"] if draw(st.booleans()) else [])
+    )
+
+
+def _finite(node) -> bool:
+    if isinstance(node, float):
+        return math.isfinite(node)
+    if isinstance(node, dict):
+        return all(_finite(v) for v in node.values())
+    if isinstance(node, list):
+        return all(_finite(v) for v in node)
+    return True
+
+
+def _no_constants(name: str):
+    raise ValueError(f"{name} in --json output")
+
+
+def check_read_or_refused(r, args: list[str]) -> None:
+    """An answer (0 starts, 1 won't start, 3 fit's unverified temp) or bad input (2) in one line; never a traceback."""
+    where = repr(args)[:3000]
+    assert r.exception is None or isinstance(r.exception, SystemExit), (type(r.exception).__name__, r.exception, where)
+    assert r.exit_code in (0, 1, 2, 3), (r.exit_code, where)
+    out = r.output.strip()
+    assert "Traceback" not in out, (out[-2000:], where)
+    if r.exit_code == 2:
+        assert len(out.splitlines()) == 1 and out.startswith("error: "), (out[:2000], where)
+    elif "--json" in args and r.exit_code in (0, 1):
+        d = json.loads(r.stdout, parse_constant=_no_constants)
+        assert _finite(d), where
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(mutated())
+def test_any_mutated_logged_command_is_read_or_refused_in_one_line(cli, args):
+    check_read_or_refused(cli(*args), args)
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(mutated())
+def test_many_mutated_logged_commands_are_read_or_refused_in_one_line(cli, args):
+    """The same property over 1,500 mutations (minutes: the slow run, tests/conftest.py SLOW_TESTS)."""
+    check_read_or_refused(cli(*args), args)
