@@ -60,6 +60,20 @@ REGRESSIONS = [
         f"--speculative-dspark-block-size {'9' * 40}",
         "expected at most 2,147,483,647",
     ),
+    # were priced: a negative DeepEP buffer (exit 0, -5 MiB a GPU) and a 10^26 MiB one (exit 1), all2all_buffers.py
+    # _env_int taking any int()
+    (
+        H200,
+        "VLLM_DEEPEP_BUFFER_SIZE_MB=-5 vllm serve deepseek-ai/DeepSeek-V3 -tp 1 -dp 8 --enable-expert-parallel "
+        "--all2all-backend deepep_high_throughput",
+        "VLLM_DEEPEP_BUFFER_SIZE_MB='-5': expected a whole number from 0",
+    ),
+    (
+        H200,
+        f"VLLM_DEEPEP_BUFFER_SIZE_MB={10**26} vllm serve deepseek-ai/DeepSeek-V3 -tp 1 -dp 8 --enable-expert-parallel "
+        "--all2all-backend deepep_high_throughput",
+        "to 2,147,483,647",
+    ),
     # were priced (exit 0), no bound: 10^26 speculative tokens, a 10^26-token CUDA graph; the flag forms
     # (--max-cudagraph-capture-size) were already bounded by flag_int
     (
