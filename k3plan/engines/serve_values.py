@@ -86,6 +86,13 @@ def flag_int(flag: str, value: str, *, lo: int = 1) -> int:
     return n
 
 
+def argparse_int(flag: str, value: str) -> int:
+    """A flag the engine's parser takes with type=int, where another flag makes its value moot (listed, not priced):
+    a text int() refuses stops the engine at parse ('argument --x: invalid int value'), so it is bad input here too;
+    any int, negative or 0, passes the parser."""
+    return flag_int(flag, value, lo=-MAX_FLAG_INT)
+
+
 def whole_number(field: str, value: Any, *, lo: int = 1) -> int:
     """A whole number a config's JSON holds (an int, or its text: "3" as pydantic's lax mode reads it), or a flag's
     text, read as flag_int reads a flag: a bool, float, null, list or object is refused, and so is a text int() cannot

@@ -74,6 +74,14 @@ REGRESSIONS = [
         "--all2all-backend deepep_high_throughput",
         "to 2,147,483,647",
     ),
+    # were priced (exit 0): a value the engine's parser refuses ('invalid int value') on a flag another flag made moot,
+    # listed as ignored unread (SGLang's decode-graph max beside the list; vLLM's DBO thresholds without DBO)
+    (
+        H200,
+        SGLANG + "--cuda-graph-max-bs-decode -0.1 --cuda-graph-bs-decode 1 2 4",
+        "--cuda-graph-max-bs-decode '-0.1'",
+    ),
+    (H200, VLLM + "--dbo-decode-token-threshold nan", "--dbo-decode-token-threshold 'nan': expected a whole number"),
     # were priced (exit 0), no bound: 10^26 speculative tokens, a 10^26-token CUDA graph; the flag forms
     # (--max-cudagraph-capture-size) were already bounded by flag_int
     (

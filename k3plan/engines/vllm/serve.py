@@ -13,6 +13,7 @@ from k3plan.engines.serve_values import (
     OptionTable,
     Reading,
     ServeCommand,
+    argparse_int,
     config_file_args,
     env_on,
     flag_int,
@@ -684,6 +685,9 @@ def read_dbo(r: Reading) -> None:
     thresholds = {f: r.get(f, None) for f in DBO_THRESHOLDS}
     use = dbo or ubatch > 1
     if not use:
+        for f, v in thresholds.items():  # moot without microbatching, still parsed as an int
+            if v is not None:
+                argparse_int(f, v)
         r.ignored += [f for f, v in (("--enable-dbo", on), ("--ubatch-size", raw_ub)) if v is not None]
         r.ignored += [f for f, v in thresholds.items() if v is not None]
         return
