@@ -977,7 +977,27 @@ def _split(command: str) -> list[str]:
         argv = shlex.split(joined)
     except ValueError as err:
         raise K3PlanError(f"--serve: cannot split the command ({err}); expected a shell command line") from None
+    for tok in argv:
+        _shallow(tok)
     return argv
+
+
+def _shallow(tok: str) -> None:
+    """A value nesting brackets deeper than safeparse.MAX_DEPTH (64, every JSON / YAML file k3plan reads) is refused
+    before any reader parses it: json.loads recurses once a level and, near Python's recursion limit, raises
+    RecursionError, not the ValueError each config flag's reader refuses. An engine's config nests a few levels
+    (--additional-config '{"sharding": {"sharding_strategy": {...}}}' three); brackets inside strings count too."""
+    from k3plan.safeparse import MAX_DEPTH
+
+    depth = top = 0
+    for ch in tok:
+        depth = depth + 1 if ch in "[{" else max(0, depth - 1) if ch in "]}" else depth
+        top = max(top, depth)
+    if top > MAX_DEPTH:
+        raise K3PlanError(
+            f"--serve: {tok[:40]!r}... nests brackets more than {MAX_DEPTH} deep; expected a JSON value such as "
+            """'{"method": "mtp"}'"""
+        )
 
 
 def _env_prefix(argv: list[str]) -> tuple[dict[str, str], list[str]]:

@@ -38,6 +38,12 @@ REGRESSIONS = [
     # OverflowError: cannot convert float infinity to integer (engines/serve.py mm_zero_limits: int(1e309))
     (H200, VLLM + """--limit-mm-per-prompt '{"image": 1e309}'""", "--limit-mm-per-prompt"),
     (H200, VLLM + """--limit-mm-per-prompt '{"image": {"count": -1e400}}'""", "--limit-mm-per-prompt"),
+    # RecursionError: maximum recursion depth exceeded while decoding a JSON object (json.loads in
+    # serve_values.json_object, vllm/spec.py read_speculative, serve.py mm_zero_limits, vllm/serve.py _value)
+    (H200, VLLM + "--compilation-config '" + '{"a":' * 5000 + "1" + "}" * 5000 + "'", "nests brackets more than 64"),
+    (H200, VLLM + "--speculative-config " + "[" * 5000 + "]" * 5000, "nests brackets more than 64"),
+    (H200, VLLM + "--compilation-config.a=" + "[" * 5000 + "]" * 5000, "nests brackets more than 64"),
+    (H200, VLLM + "--limit-mm-per-prompt '" + '{"a":' * 5000 + "1" + "}" * 5000 + "'", "nests brackets more than 64"),
     # ValueError: Exceeds the limit (4300 digits) for integer string conversion (json.loads in vllm/serve.py _value,
     # which caught only its JSONDecodeError)
     (H200, VLLM + f"--compilation-config.max_cudagraph_capture_size={N5000}", "max_cudagraph_capture_size '11111"),
@@ -282,3 +288,12 @@ def test_any_mutated_logged_command_is_read_or_refused_in_one_line(cli, args):
 def test_many_mutated_logged_commands_are_read_or_refused_in_one_line(cli, args):
     """The same property over 1,500 mutations (minutes: the slow run, tests/conftest.py SLOW_TESTS)."""
     check_read_or_refused(cli(*args), args)
+
+
+def test_a_config_64_levels_deep_reaches_its_reader(cli):
+    """The nesting bound is the one every JSON / YAML reader of k3plan keeps (safeparse.MAX_DEPTH): at 64 levels the
+    flag's own reader answers (--speculative-config: its keys), at 65 the split refuses it."""
+    deep = lambda n: "--speculative-config '" + '{"a":' * n + "1" + "}" * n + "'"  # noqa: E731
+    line = one_error_line(cli(*H200, VLLM + deep(64)))
+    assert "--speculative-config key 'a'" in line, line
+    assert "more than 64 deep" in one_error_line(cli(*H200, VLLM + deep(65)))
