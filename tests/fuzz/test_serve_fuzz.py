@@ -149,7 +149,7 @@ JSON = [
     '{"max_cudagraph_capture_size": "' + "1" * 5000 + '"}', '{"max_position_embeddings": 1e400}',
     '{"num_hidden_layers": 0}', '{"quantization_config": null}', '{"": 1}', '{"image": 1e309}',
     '{"sharding": {"sharding_strategy": null}}', '{"sharding": {"sharding_strategy": {"tensor_parallelism": 1e309}}}',
-    "{'method': 'mtp'}", '{"a": 1' + "0" * 5000 + "}",
+    "{'method': 'mtp'}", '{"a": 1' + "0" * 5000 + "}", '{"a":' * 3000 + "1" + "}" * 3000, "[" * 3000 + "]" * 3000,
 ]
 JSON_FLAGS = [
     "--speculative-config", "--compilation-config", "--additional-config", "--hf-overrides", "--kv-transfer-config",
