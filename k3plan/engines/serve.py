@@ -775,7 +775,10 @@ SPECULATIVE_FLAGS = (
 CAVEAT_ENV_VALUED = frozenset(
     {"SGLANG_HACK_FLASHMLA_BACKEND", "VLLM_SPARSE_INDEXER_MAX_LOGITS_MB", "VLLM_V2_WARMUP_MAX_NUM_SEQS"}
 )
-CONTROL = frozenset(chr(c) for c in range(32)) - {"\t", "\n", "\r"} | {"\x7f"}
+# what no flag holds: C0 and C1 controls (a pasted terminal escape: ESC, CSI \x9b; safeparse's reader refuses the same
+# range in a file) and Unicode's line and paragraph separators (NEL \x85, \u2028, \u2029: echoed in an error, one line
+# would print as two); tab and newline split as spaces
+CONTROL = frozenset(map(chr, [*range(32), *range(0x7F, 0xA0), 0x2028, 0x2029])) - {"\t", "\n", "\r"}
 
 
 def mm_zero_limits(raw: str) -> frozenset[str]:

@@ -44,6 +44,12 @@ REGRESSIONS = [
     (H200, VLLM + "--speculative-config " + "[" * 5000 + "]" * 5000, "nests brackets more than 64"),
     (H200, VLLM + "--compilation-config.a=" + "[" * 5000 + "]" * 5000, "nests brackets more than 64"),
     (H200, VLLM + "--limit-mm-per-prompt '" + '{"a":' * 5000 + "1" + "}" * 5000 + "'", "nests brackets more than 64"),
+    # were two lines: a Unicode line separator (\u2028, \u2029, NEL \x85) in a flag echoed raw in the error (Python's
+    # splitlines and many terminals break there); C1 controls (CSI \x9b) passed too (_split refused C0 only)
+    (H200, VLLM + "--bogus\u2028flag 1", "control character ('\\u2028'"),
+    (H200, VLLM + "--\u2029", "control character ('\\u2029'"),
+    (H200, VLLM + "--quantization fp8\x85", "control character ('\\x85'"),
+    (H200, VLLM + "--host \x9b31m", "control character ('\\x9b'"),
     # ValueError: Exceeds the limit (4300 digits) for integer string conversion (json.loads in vllm/serve.py _value,
     # which caught only its JSONDecodeError)
     (H200, VLLM + f"--compilation-config.max_cudagraph_capture_size={N5000}", "max_cudagraph_capture_size '11111"),
@@ -184,7 +190,10 @@ MODELS = [
 ]
 VERSIONS = ["0.x", "v0.28.0", "99.0.0", " ", "0", "0.0.0", "nan", "0.28.0rc1", "0.28.0.post1", "latest", "0..1", "٠.٢٨.٠"]
 TOPOLOGIES = ["0", "-1", "3", "1", "2", "16", "64", "99999999999", "2x4", "2x2x4", "0x8", "nan", "1.5", "x", "1e309"]
-INSERTS = ["'", '"', "`", "\\", "\\ ", "\x00", "\x1b", "\t", "\n", "\u202e", "\ufeff", "\u00a0", "\u2014", "=", " -- "]
+INSERTS = [
+    "'", '"', "`", "\\", "\\ ", "\x00", "\x1b", "\t", "\n", "\u202e", "\ufeff", "\u00a0", "\u2014", "\u2028", "\x85",
+    "\x9b", "=", " -- ",
+]
 DASHES = ["\u2014", "\u2013", "\u2212", "\uff0d"]
 # fmt: on
 
