@@ -123,6 +123,9 @@ SLOW_TESTS = frozenset(
     {
         "tests/app/test_dsv41_engram_matrix.py::test_report_answers",
         "tests/sharding/test_uneven_every_command.py::test_report_pick_on_an_uneven_split_says_so",
+        # 1,500 mutations of the logged cases' serve commands through fit (80 s of one core; its 60-example twin runs
+        # in the plain suite)
+        "tests/fuzz/test_serve_fuzz.py::test_many_mutated_logged_commands_are_read_or_refused_in_one_line",
         # builds the sdist and the wheel, installs the wheel in a fresh venv and runs seven commands there: 15 s
         "tests/test_packaging.py::test_wheel_installed_outside_the_checkout_matches_the_checkout",
         "tests/cli/test_help_examples.py::test_each_help_example_exits_as_documented[k3plan report --out "

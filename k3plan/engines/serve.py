@@ -797,7 +797,10 @@ CAVEAT_ENV_VALUED = frozenset(
         "VLLM_MOE_ROUTING_SIMULATION_STRATEGY",
     }
 )
-CONTROL = frozenset(chr(c) for c in range(32)) - {"\t", "\n", "\r"} | {"\x7f"}
+# what no flag holds: C0 and C1 controls (a pasted terminal escape: ESC, CSI \x9b; safeparse's reader refuses the same
+# range in a file) and Unicode's line and paragraph separators (NEL \x85, \u2028, \u2029: echoed in an error, one line
+# would print as two); tab and newline split as spaces
+CONTROL = frozenset(map(chr, [*range(32), *range(0x7F, 0xA0), 0x2028, 0x2029])) - {"\t", "\n", "\r"}
 
 
 def mm_zero_limits(raw: str) -> frozenset[str]:
@@ -808,7 +811,8 @@ def mm_zero_limits(raw: str) -> frozenset[str]:
     try:
         parsed = json.loads(text) if text.startswith("{") else dict(kv.split("=", 1) for kv in text.split(",") if kv)
         counts = {str(k).strip(): int(v["count"] if isinstance(v, dict) else v) for k, v in parsed.items()}
-    except (ValueError, TypeError, KeyError, AttributeError):
+    # OverflowError: a count of 1e309 (JSON's infinity), whose int() has no value
+    except (ValueError, TypeError, KeyError, AttributeError, OverflowError):
         raise K3PlanError(
             f'--serve: --limit-mm-per-prompt {raw!r}: expected JSON such as \'{{"image": 0, "video": 0}}\' or '
             "image=0,video=0"
@@ -1004,7 +1008,27 @@ def _split(command: str) -> list[str]:
         argv = shlex.split(joined)
     except ValueError as err:
         raise K3PlanError(f"--serve: cannot split the command ({err}); expected a shell command line") from None
+    for tok in argv:
+        _shallow(tok)
     return argv
+
+
+def _shallow(tok: str) -> None:
+    """A value nesting brackets deeper than safeparse.MAX_DEPTH (64, every JSON / YAML file k3plan reads) is refused
+    before any reader parses it: json.loads recurses once a level and, near Python's recursion limit, raises
+    RecursionError, not the ValueError each config flag's reader refuses. An engine's config nests a few levels
+    (--additional-config '{"sharding": {"sharding_strategy": {...}}}' three); brackets inside strings count too."""
+    from k3plan.safeparse import MAX_DEPTH
+
+    depth = top = 0
+    for ch in tok:
+        depth = depth + 1 if ch in "[{" else max(0, depth - 1) if ch in "]}" else depth
+        top = max(top, depth)
+    if top > MAX_DEPTH:
+        raise K3PlanError(
+            f"--serve: {tok[:40]!r}... nests brackets more than {MAX_DEPTH} deep; expected a JSON value such as "
+            """'{"method": "mtp"}'"""
+        )
 
 
 def _env_prefix(argv: list[str]) -> tuple[dict[str, str], list[str]]:

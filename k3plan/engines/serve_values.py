@@ -86,6 +86,22 @@ def flag_int(flag: str, value: str, *, lo: int = 1) -> int:
     return n
 
 
+def argparse_int(flag: str, value: str) -> int:
+    """A flag the engine's parser takes with type=int, where another flag makes its value moot (listed, not priced):
+    a text int() refuses stops the engine at parse ('argument --x: invalid int value'), so it is bad input here too;
+    any int, negative or 0, passes the parser."""
+    return flag_int(flag, value, lo=-MAX_FLAG_INT)
+
+
+def whole_number(field: str, value: Any, *, lo: int = 1) -> int:
+    """A whole number a config's JSON holds (an int, or its text: "3" as pydantic's lax mode reads it), or a flag's
+    text, read as flag_int reads a flag: a bool, float, null, list or object is refused, and so is a text int() cannot
+    read ('²' passes str.isdigit, not int) or a number past MAX_FLAG_INT; one line naming ``field``."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise K3PlanError(f"--serve: {field} {value!r}: expected a whole number")
+    return flag_int(field, str(value), lo=lo)
+
+
 @dataclass(frozen=True)
 class ServeCommand:
     """A command that starts one family's server, as a family's serve.py declares it (its COMMANDS) for
@@ -463,22 +479,29 @@ def json_object(flag: str, raw: str) -> dict:
     return got
 
 
-def suffix_int(text: str) -> int | None:
+def suffix_int(text: str, flag: str = "a value") -> int | None:
     """vLLM's human_readable_int suffixes (vllm/utils/argparse_utils.py; vllm/engine/arg_utils.py @99d7eb5d): 'k' /
     'm' / 'g' / 't' are 10^3 / 10^6 / 10^9 / 10^12 (128k = 128,000, decimals allowed), 'K' / 'M' / 'G' / 'T' are
     2^10 / 2^20 / 2^30 / 2^40
-    (128K = 131,072, whole numbers only: a decimal is a ValueError naming the suffix); None without a suffix."""
+    (128K = 131,072, whole numbers only: a decimal is a ValueError naming the suffix); None without a suffix.
+    A count of 2^63 or more (no engine's int64 holds it) is bad input, one line naming ``flag``: read as a float
+    (vLLM's int(float(number) * 10^3)) a 309-digit number is infinity and its int() an OverflowError, and a
+    4,301-digit one is past Python's int-from-text limit."""
     import re
+    from decimal import Decimal
 
     m = re.fullmatch(r"(\d+(?:\.\d+)?)([kKmMgGtT])", text.strip())
     if m is None:
         return None
     number, suffix = m.groups()
+    scale = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "K": KiB, "M": MiB, "G": GiB, "T": 1024 * GiB}[suffix]
+    if Decimal(number) * scale >= 2**63:
+        raise K3PlanError(f"--serve: {flag} {text.strip()[:40]!r}: 2^63 or more; expected a number an int64 holds")
     if suffix in "kmgt":
-        return int(float(number) * {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}[suffix])
+        return int(float(number) * scale)
     if "." in number:
         raise ValueError(suffix)
-    return int(number) * {"K": KiB, "M": MiB, "G": GiB, "T": 1024 * GiB}[suffix]
+    return int(number) * scale
 
 
 def read_dcp(r: Reading, dcp: int, *, flag: str, tp_flag: str, engine: str, group: str, pool: str) -> None:

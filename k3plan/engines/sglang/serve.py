@@ -11,6 +11,7 @@ from k3plan.engines.release import Release, release_text
 from k3plan.engines.serve_values import (
     Reading,
     ServeCommand,
+    argparse_int,
     config_file_args,
     env_on,
     flag_int,
@@ -1166,6 +1167,9 @@ def decode_graph(r: Reading) -> None:
     lists = [peek(f, None) for f in GRAPH_BS_FLAGS]
     maxes = [peek(f, None) for f in GRAPH_MAX_FLAGS]
     given = next((v for v in lists if v is not None), None)
+    for flag, v in zip(GRAPH_MAX_FLAGS, maxes):  # moot beside a list, still parsed as an int
+        if v is not None:
+            argparse_int(flag, v)
     if given is not None:
         sizes = [flag_int(GRAPH_BS_FLAGS[0], v) for v in given.split()]
         if not sizes:

@@ -68,7 +68,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from k3plan.engines.serve_values import same_checkpoint
+from k3plan.engines.serve_values import flag_int, same_checkpoint
 from k3plan.errors import K3PlanError
 from k3plan.structs import Frozen
 from k3plan.units import GiB
@@ -181,10 +181,10 @@ class SglangDraft(Frozen):
 
 
 def _int(name: str, raw: str) -> int:
-    text = raw.strip()
-    if not text.isdigit() or int(text) < 1:
+    n = flag_int(name, raw, lo=0)  # a text int() cannot read, or past MAX_FLAG_INT: one line
+    if n < 1:
         raise K3PlanError(f"--serve: {name} {raw!r}: expected a positive whole number")
-    return int(text)
+    return n
 
 
 def read_speculative(

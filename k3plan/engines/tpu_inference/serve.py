@@ -976,7 +976,7 @@ def _int4_scales(r: Reading) -> None:
 def _tokens(flag: str, value: str) -> int:
     """A token count as vLLM's human_readable_int reads it (serve_values.suffix_int: 2k = 2,000, 2K = 2,048)."""
     try:
-        n = suffix_int(value)
+        n = suffix_int(value, flag)
     except ValueError:
         raise K3PlanError(
             f"--serve: {flag} {value!r}: expected a whole number (a binary suffix takes no decimals)"

@@ -51,6 +51,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from k3plan.engines.release import Release
+from k3plan.engines.serve_values import MAX_FLAG_INT
 from k3plan.errors import K3PlanError
 from k3plan.units import MiB
 
@@ -183,13 +184,18 @@ def _ll_hidden(hidden: int, release: Release | None) -> int:
 
 
 def _env_int(env: Mapping[str, str], name: str, default: int) -> int:
+    """A variable vLLM reads with int(): a size or a count, so a negative one (a negative DeepEP buffer) or one past
+    MAX_FLAG_INT (10^26 MiB) is bad input, one line, never priced."""
     raw = env.get(name)
     if raw is None:
         return default
     try:
-        return int(raw)
+        n = int(raw)
     except ValueError:
         raise K3PlanError(f"--serve: {name}={raw!r}: vLLM reads it as an int") from None
+    if not 0 <= n <= MAX_FLAG_INT:
+        raise K3PlanError(f"--serve: {name}={raw!r}: expected a whole number from 0 to {MAX_FLAG_INT:,}")
+    return n
 
 
 def all2all_non_torch(

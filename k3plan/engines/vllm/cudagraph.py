@@ -90,12 +90,9 @@ def read_compilation(text: str | None, *, enforce_eager: bool = False) -> Compil
 
 def _size(field: str, value) -> int:
     """A CUDA-graph size of the compilation config: a whole number of at least 1 (CompilationConfig's int fields)."""
-    if isinstance(value, bool) or not isinstance(value, (int, str)) or not str(value).strip().isdigit():
-        raise K3PlanError(f"--serve: {field} {value!r}: expected a whole number of at least 1")
-    n = int(value)
-    if n < 1:
-        raise K3PlanError(f"--serve: {field} {value!r}: expected a whole number of at least 1")
-    return n
+    from k3plan.engines.serve_values import whole_number
+
+    return whole_number(field, value)
 
 
 def _config_json(text: str | None) -> dict:

@@ -13,6 +13,7 @@ from k3plan.engines.serve_values import (
     OptionTable,
     Reading,
     ServeCommand,
+    argparse_int,
     config_file_args,
     env_on,
     flag_int,
@@ -309,7 +310,7 @@ def human_readable_int(flag: str, value: str) -> int:
     """vLLM's reading of --max-model-len / --max-num-batched-tokens (vllm-project/vllm@99d7eb5d
     vllm/engine/arg_utils.py human_readable_int: serve_values.suffix_int), else a plain int."""
     try:
-        n = suffix_int(value)
+        n = suffix_int(value, flag)
     except ValueError as err:
         number = value.strip()[:-1]
         raise K3PlanError(
@@ -337,15 +338,16 @@ def dashes(tok: str) -> str:
 # tests/evals/gsm8k/configs/moe-refactor/DeepSeek-V4-Flash-deepgemm-mega-moe.yaml) reads as its JSON flag does.
 
 
-def _value(text: str) -> Any:
+def _value(text: str, flag: str) -> Any:
     """A dotted flag's value as vLLM parses it: JSON, else a human-readable int (serve_values.suffix_int), else the
-    text."""
+    text. Any ValueError of json.loads reads as not JSON: a JSONDecodeError, or a number of more than 4,300 digits
+    (Python's int-from-text limit), which the field's own reader then refuses."""
     try:
         return json.loads(text)
-    except json.JSONDecodeError:
+    except ValueError:
         pass
     try:
-        n = suffix_int(text)
+        n = suffix_int(text, flag)
     except ValueError:
         return text
     return text if n is None else n
@@ -383,7 +385,7 @@ def fold_dotted(rest: list[str]) -> list[str]:
         if name.endswith("+"):
             name, parsed = name[:-1], list(value.split(","))
         else:
-            parsed = _value(value)
+            parsed = _value(value, name)
         head, *keys = name.split(".")
         if not all(keys):
             raise K3PlanError(f"--serve: {tok}: expected --config.field VALUE")
@@ -632,7 +634,7 @@ def read_kv_cache_memory_bytes(r: Reading, raw: str | None) -> None:
     if raw is None:
         return
     try:
-        n = suffix_int(raw)
+        n = suffix_int(raw, "--kv-cache-memory-bytes")
         n = int(raw.strip()) if n is None else n
     except ValueError:
         raise K3PlanError(
@@ -689,6 +691,9 @@ def read_dbo(r: Reading) -> None:
     thresholds = {f: r.get(f, None) for f in DBO_THRESHOLDS}
     use = dbo or ubatch > 1
     if not use:
+        for f, v in thresholds.items():  # moot without microbatching, still parsed as an int
+            if v is not None:
+                argparse_int(f, v)
         r.ignored += [f for f, v in (("--enable-dbo", on), ("--ubatch-size", raw_ub)) if v is not None]
         r.ignored += [f for f, v in thresholds.items() if v is not None]
         return

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import json
 
-from k3plan.engines.serve_values import same_checkpoint
+from k3plan.engines.serve_values import same_checkpoint, whole_number
 from k3plan.errors import K3PlanError
 from k3plan.models.families.deepseek_v4 import VLLM_V4_MTP, nextn_block
 from k3plan.structs import Frozen
@@ -242,9 +242,7 @@ def read_speculative(
             f"memory); k3plan reads {', '.join(sorted(HARMLESS_KEYS))}"
         )
     n = cfg.get("num_speculative_tokens")
-    if n is not None and (isinstance(n, bool) or not str(n).strip().isdigit() or int(n) < 1):
-        raise K3PlanError(f"--serve: num_speculative_tokens {n!r}: expected a positive whole number")
-    n = None if n is None else int(n)
+    n = None if n is None else whole_number("num_speculative_tokens", n)
     method = cfg.get("method")
     model = cfg.get("model")
     if method is None:  # SpeculativeConfig.__post_init__: inferred from model
