@@ -99,6 +99,7 @@ ADDITIONAL_IGNORED = frozenset({"compilation_sizes", "sparse_matmul", "replicate
 # executable: a jax.lax.while_loop over the whole model step at each request bucket, the caches carried and donated,
 # every weight a loop-invariant operand of the body; its own temporaries, not the step's, are what it needs at start
 CONTINUE_DECODE = "enable_continue_decode"
+CONTINUE_DECODE_OPTION = "continue_decode"  # stack.yaml options continue_decode
 CONTINUE_DECODE_SOURCE = (
     "vllm-project/tpu-inference@6a1cb1cca tpu_inference/runner/compilation_manager.py CompilationManager.capture_model "
     "(Phase 3: if self.runner.enable_continue_decode: self._precompile_continue_decode(), after the backbone and with "
@@ -463,13 +464,8 @@ def _additional(r: Reading) -> int:
             r.ignored.append(f"{ADDITIONAL} {key}")
         elif key == CONTINUE_DECODE and not extra[key]:  # off: the stock path (CONTINUE_DECODE_SOURCE)
             r.ignored.append(f"{ADDITIONAL} {key}={json.dumps(extra[key])}")
-        elif key == CONTINUE_DECODE:
-            raise K3PlanError(
-                f"--serve: {ADDITIONAL} {key!r}={json.dumps(extra[key])}: tpu-inference compiles its fused decode loop "
-                "at start, after the pool is allocated, as one more executable whose temporaries (a while_loop over "
-                f"the whole step, the weights loop-invariant) k3plan does not price ({CONTINUE_DECODE_SOURCE}); "
-                "remove it (or set it false) to price tpu-inference without it"
-            )
+        elif key == CONTINUE_DECODE:  # on: priced where the loop was compiled (_continue_decode, after the model)
+            r.options[CONTINUE_DECODE_OPTION] = "1"
         elif key in ADDITIONAL_UNPRICED:
             raise K3PlanError(
                 f"--serve: {ADDITIONAL} {key!r}: {ADDITIONAL_UNPRICED[key]} is not priced by k3plan; remove it to "
@@ -783,6 +779,31 @@ def _jax_deepseek(r: Reading, impl: str, expert_ways: int) -> None:
         f"({fmt_gib(rope)}) on every device ({ROPE_SOURCE})"
     )
     r.env_read.add(MODEL_IMPL)  # the stack's model_impl default: nothing to set
+
+
+def _continue_decode(r: Reading, expert_ways: int) -> None:
+    """enable_continue_decode true (stack option continue_decode=1, CONTINUE_DECODE_SOURCE): its loop's temporaries
+    are priced for the JAX Kimi model without DP attention at the point the loop was compiled (memory.py
+    LOOP_SOURCE); elsewhere refused in one line. Under SKIP_JAX_PRECOMPILE / --enforce-eager capture_model compiles
+    nothing at start, the loop neither."""
+    if r.options.get(CONTINUE_DECODE_OPTION) != "1":
+        return
+    reqs = max(
+        r.batch, 8
+    )  # tpu_runner.py: max_num_reqs = max(max_num_seqs, MIN_NUM_SEQS 8), the largest request bucket
+    compiled = (reqs, expert_ways, _architecture(r)) == (64, 4, "KimiK3ForConditionalGeneration")
+    if r.options.get(NO_DP_OPTION) != "1" or not compiled:
+        raise K3PlanError(
+            f"--serve: {ADDITIONAL} {CONTINUE_DECODE!r}=true: tpu-inference compiles its fused decode loop at start, "
+            "after the pool, as one more executable (a while_loop over the whole step, the weights loop-invariant: "
+            f"{CONTINUE_DECODE_SOURCE}); k3plan priced its temporaries for Kimi-K3 on the JAX model without DP "
+            "attention, 'model' 8 x 'expert' 4, at 64 requests only (the point compiled); remove it (or set it false) "
+            "to price tpu-inference without it"
+        )
+    r.caveats.append(
+        f"{ADDITIONAL} {CONTINUE_DECODE}=true: the fused decode loop compiled at start after the backbone "
+        f"({CONTINUE_DECODE_SOURCE}), its temporaries checked against what the weights and the pool leave"
+    )
 
 
 def _env(r: Reading, expert_ways: int) -> None:
@@ -1146,6 +1167,7 @@ def read(r: Reading) -> None:
             "when none is given; remove it"
         )
     _env(r, expert_ways)
+    _continue_decode(r, expert_ways)
     _enforce_eager(r, get("--enforce-eager", None))
     _int4_scales(r)
     if mesh_2d:
