@@ -137,22 +137,26 @@ def attention_cache_copies(*, options: dict[str, str]) -> str | None:
 # 1313a4b53's message, which f9c647a86 pins per step; the same three MLA layers as a step, not a loop, hold 137 MB
 # against the loop's 553 MB). The loop's temporaries for K3 are the records' linear law in the MoE layers by attention
 # kind, a device: K3's first 4 layers (KKKM) 898,943,200 B, where MK's 400,535,520 B plus a KDA and an MLA MoE
-# layer's growth give 884,935,224 B (-1.6%). At 92 MoE layers: 22,910,092,928 B. A linear extrapolation from 2-4
-# layers to 93 (XLA's own rematerialization under the HBM limit, which a deviceless compile of a few layers does not
-# meet, may hold less), the sampler, logits and embedding left out
+# layer's growth give 884,935,224 B (-1.6%); its first 8 layers 1,862,367,648 B, where KKKM plus 3 KDA and 1 MLA MoE
+# layers' growth give 1,888,922,208 B (+1.4%): the growth a MoE layer eases past 4 layers. The law: K3's first 8
+# layers and layers 5-8's growth a MoE layer (240,856,112 B) for each of the 85 more, 22,335,137,168 B at 92 MoE
+# layers. A linear extrapolation from 8 layers to 93 (XLA's own rematerialization under the HBM limit, which a
+# deviceless compile of a few layers does not meet, may hold less), the sampler, logits and embedding left out
 LOOP_COMMIT = "6a1cb1cca"
 LOOP_POINT = (64, 8, 4)  # (the request bucket max_num_reqs, 'model', 'expert') the records were compiled at
-LOOP_BASE = 898_943_200  # temp_size_in_bytes of the loop over K3's first 4 layers (KKKM: 2 KDA MoE, 1 MLA MoE)
-LOOP_BASE_MOE = (2, 1)  # the (KDA, MLA) MoE layers LOOP_BASE holds (layer 0's MLP dense)
-LOOP_A_MLA_MOE = 552_500_224 - 320_888_672  # a further MLA + MoE layer: MMM - MM, 231,611,552 B
-LOOP_A_KDA_MOE = 653_324_672 - 400_535_520  # a further KDA + MoE layer: MKK - MK, 252,789,152 B
+LOOP_BASE = 1_862_367_648  # temp_size_in_bytes of the loop over K3's first 8 layers (KKKMKKKM)
+LOOP_BASE_MOE = (5, 2)  # the (KDA, MLA) MoE layers LOOP_BASE holds (layer 0's MLP dense)
+LOOP_FIRST_FOUR = 898_943_200  # K3's first 4 layers (KKKM: 2 KDA MoE, 1 MLA MoE)
+LOOP_A_MOE = (LOOP_BASE - LOOP_FIRST_FOUR) // 4  # a MoE layer more, K3's layers 5-8 (3 KDA, 1 MLA): 240,856,112 B
+LOOP_A_MLA_MOE = 552_500_224 - 320_888_672  # MMM - MM, 231,611,552 B (by kind, at 2-3 layers)
+LOOP_A_KDA_MOE = 653_324_672 - 400_535_520  # MKK - MK, 252,789,152 B
 LOOP_SOURCE = (
     f"vllm-project/tpu-inference@{LOOP_COMMIT} tpu_inference/runner/compilation_manager.py "
     "CompilationManager._precompile_continue_decode -> runner/decode_loop.py _decode_core (jax.lax.while_loop, "
     "donate_argnames kv_caches, the weights loop-invariant); compiled in reports/compile/"
     "tpu-inference-kimi-k3-nodp-decode-loop (benchmarks/tpu_inference_k3_nodp_step_compile.py --loop --own-weights: "
-    "the caches aliased, each MoE layer's own temporaries live for the whole loop); a linear law over the records' "
-    "2-4 layers, the sampler and logits left out"
+    "the caches aliased, each MoE layer's own temporaries live for the whole loop); K3's first 8 layers and layers "
+    "5-8's growth a MoE layer, a linear law to 93 layers, the sampler and logits left out"
 )
 
 
@@ -161,9 +165,9 @@ def loop_temporaries(
 ) -> tuple[int, str] | None:
     """The fused decode loop's temporaries a device (LOOP_SOURCE) where the command compiles it (stack option
     continue_decode=1) on the JAX Kimi model without DP attention at the point the records were compiled (request
-    bucket 64 on 'model' 8 x 'expert' 4; the serve reader refuses the loop elsewhere): LOOP_BASE for K3's first four
-    layers and the records' growth for every further MoE layer by its attention kind (n_attention MLA layers, the
-    others KDA; layer 0's dense MLP no MoE). None where no loop is compiled at start."""
+    bucket 64 on 'model' 8 x 'expert' 4; the serve reader refuses the loop elsewhere): LOOP_BASE for K3's first eight
+    layers and layers 5-8's growth for every further MoE layer (n_attention MLA layers, the others KDA; layer 0's
+    dense MLP no MoE). None where no loop is compiled at start."""
     if options.get("continue_decode") != "1" or options.get("skip_jax_precompile") == "1":
         return None
     if options.get(NO_DP_OPTION) != "1" or n_moe < 1:
@@ -176,10 +180,10 @@ def loop_temporaries(
     more_kda, more_mla = kda_moe - LOOP_BASE_MOE[0], mla_moe - LOOP_BASE_MOE[1]
     if more_kda < 0 or more_mla < 0:
         return None
-    size = LOOP_BASE + more_mla * LOOP_A_MLA_MOE + more_kda * LOOP_A_KDA_MOE
+    size = LOOP_BASE + (more_mla + more_kda) * LOOP_A_MOE
     return size, (
-        f"{LOOP_BASE:,} B (K3's first 4 layers) + {more_mla} MLA MoE layers x {LOOP_A_MLA_MOE:,} B + {more_kda} KDA "
-        f"MoE layers x {LOOP_A_KDA_MOE:,} B = {size:,} B at request bucket {reqs}: {LOOP_SOURCE}"
+        f"{LOOP_BASE:,} B (K3's first 8 layers) + {more_mla + more_kda} MoE layers x {LOOP_A_MOE:,} B (layers 5-8's "
+        f"growth) = {size:,} B at request bucket {reqs}: {LOOP_SOURCE}"
     )
 
 
