@@ -63,12 +63,25 @@ def main() -> None:
     p.add_argument("--block", type=int, default=1024, help="tokens a block (cache_config.block_size)")
     p.add_argument("--max-model-len", type=int, default=2048)
     p.add_argument("--layers", type=int, default=4, help="the first N layers")
-    p.add_argument("--out-sharding", choices=("runner", "same"), default="runner")
+    p.add_argument("--out-sharding", choices=("runner", "same", "none"), default="runner")
+    p.add_argument(
+        "--loop",
+        action="store_true",
+        help="the step inside the fused decode loop (runner/decode_loop.py _decode_core: a lax.while_loop over the "
+        "step, the caches carried and donated, the weights loop-invariant arguments, no out_shardings) instead of "
+        "run_model's jit; --tokens is then the loop's request bucket (max_num_reqs), one token a request",
+    )
     p.add_argument(
         "--kinds",
         default="",
         help="the layers' attention in order, K (KDA) or M (MLA), instead of K3's first --layers (e.g. MM: two MLA "
         "layers, to see whether their caches' copies are live at once)",
+    )
+    p.add_argument(
+        "--own-weights",
+        action="store_true",
+        help="each layer its own weights, as the model holds them (default: one set every layer reads, which XLA may "
+        "share between layers: what the loop hoists out of its body would be computed once)",
     )
     a = p.parse_args()
     os.environ.setdefault("NEW_MODEL_DESIGN", "1")
@@ -221,37 +234,64 @@ def main() -> None:
     caches = [cache if kind == "mla" else kda_state for kind in kinds]
     x = arg((t, D), bf, P(data, None))
 
+    if a.own_weights:  # one set a layer (the same shapes and shardings: abstract arguments, a list of them)
+        kda_w, mla_w, moe_w = ([w] * a.layers for w in (kda_w, mla_w, moe_w))
+
+    # the loop's executable runs decode-only metadata (compilation_manager.py _precompile_continue_decode @6a1cb1cca:
+    # decode_only_bucket = has_mamba_layers, the KDA decode path chosen at trace time, 5b04eb356); earlier commits'
+    # kda_attention has no such argument
+    decode_only = (
+        {"decode_only_bucket": True}
+        if a.loop and "decode_only_bucket" in kda.kda_attention.__code__.co_varnames
+        else {}
+    )
+
     def step(caches, x, kda_w, mla_w, moe_w, dense_w, kmeta, mmeta):
         out = []
+        layer_w = (lambda w, i: w[i]) if a.own_weights else (lambda w, i: w)
         for i, (kind, c) in enumerate(zip(kinds, caches)):
             if kind == "kda":
                 ps = kda.KDAParams(**{
-                    name: v.astype(bf) if name.endswith("conv_weight") else v for name, v in kda_w.items()
+                    name: v.astype(bf) if name.endswith("conv_weight") else v for name, v in layer_w(kda_w, i).items()
                 })  # fmt: skip
                 new, y = kda.kda_attention(
                     x, ps, kda.KDAState(*c), *kmeta[:2], kmeta[2], kmeta[3].astype(jnp.bool_), num_heads=HEADS,
-                    head_dim=HEAD_DIM, kernel_size=CONV, gate_lower_bound=-5.0, mesh=mesh,
+                    head_dim=HEAD_DIM, kernel_size=CONV, gate_lower_bound=-5.0, mesh=mesh, **decode_only,
                 )  # fmt: skip
                 new = tuple(new)
             else:
-                new, y = mla_layer(x, mla_w, c, mmeta)
+                new, y = mla_layer(x, layer_w(mla_w, i), c, mmeta)
             x = (x + y).astype(bf)
             out.append(new)
-            x = (x + (moe_layer(x, moe_w) if i else gated(x, dense_w["gate"], dense_w["up"], dense_w["down"]))).astype(
-                bf
-            )
+            x = (
+                x
+                + (moe_layer(x, layer_w(moe_w, i)) if i else gated(x, dense_w["gate"], dense_w["up"], dense_w["down"]))
+            ).astype(bf)
         return out, x
 
     kv_out = NamedSharding(mesh, P(batch, ax.KV_CONTEXT, ax.KV_HEAD))  # model_loader.py run_model: kv_cache_sharding
     out_sh = (kv_out if a.out_sharding == "runner" else [jax.tree.map(lambda v: v.sharding, c) for c in caches],
               NamedSharding(mesh, P(data, None)))  # fmt: skip
+    if a.out_sharding == "none" or a.loop:  # 060ba1227 (podfix): propagation; decode_loop.py's jit has none either
+        out_sh = None
+    fn = step
+    if a.loop:
+        # decode_loop.py _decode_core: jax.lax.while_loop(cond_fn, body_fn, init_carry), i < max_decode_steps (a
+        # traced bound), the caches in the carry, every weight a loop invariant of the body (the state argument);
+        # the next step's input the last hidden state (the engine samples a token and embeds it: left out)
+        def fn(caches, x, kda_w, mla_w, moe_w, dense_w, kmeta, mmeta, steps):
+            def body(carry):
+                i, cs, h = carry
+                cs, h = step(cs, h, kda_w, mla_w, moe_w, dense_w, kmeta, mmeta)
+                return i + 1, cs, h
+
+            _, cs, h = jax.lax.while_loop(lambda c: c[0] < steps, body, (jnp.int32(0), caches, x))
+            return cs, h
+
+    args = (caches, x, kda_w, mla_w, moe_w, dense_w, kmeta, mmeta) + ((arg((), i32, rep),) if a.loop else ())
     t0 = time.time()
     with jax.set_mesh(mesh):
-        compiled = (
-            jax.jit(step, donate_argnums=(0,), out_shardings=out_sh)
-            .lower(caches, x, kda_w, mla_w, moe_w, dense_w, kmeta, mmeta)
-            .compile()
-        )
+        compiled = jax.jit(fn, donate_argnums=(0,), out_shardings=out_sh).lower(*args).compile()
     m = compiled.memory_analysis()
     per_dev = [
         sum(int(np.prod(v.sharding.shard_shape(v.shape))) * jnp.dtype(v.dtype).itemsize for v in jax.tree.leaves(c))
@@ -260,7 +300,20 @@ def main() -> None:
     print_record(
         a,
         devs,
-        ("model", "tokens", "reqs", "blocks", "slots", "block", "max_model_len", "layers", "out_sharding", "kinds"),
+        (
+            "model",
+            "tokens",
+            "reqs",
+            "blocks",
+            "slots",
+            "block",
+            "max_model_len",
+            "layers",
+            "out_sharding",
+            "kinds",
+            "loop",
+            "own_weights",
+        ),
         m,
         t0,
         ("temp_bytes", "argument_bytes", "output_bytes", "alias_bytes", "code_bytes"),

@@ -54,6 +54,11 @@ class HbmWorker:
     # keyword argument options (the stack's options the command set) returning the source, or None where it does not;
     # the copies, a device's attention pages of every attention layer, are added to the step's temporaries
     attention_cache_copies: Optional[Callable[..., Optional[str]]] = None
+    # a second executable compiled at start after the pool (tpu-inference's fused decode loop), apart from the step:
+    # a function of keyword arguments options (the stack's options the command set), n_moe, n_attention (the
+    # attention layers, the rest state layers) and max_num_seqs returning (bytes a device of its temporaries, source)
+    # or None; the start fails where they exceed the HBM the step's temporaries run in
+    loop_temporaries: Optional[Callable[..., Optional[tuple[int, str]]]] = None
     # where a kernel the step compiles at start asks the TPU's scalar memory for more than it holds: a function of
     # keyword arguments release, commit (the EngineCommit fit --engine-version named, or None), max_model_len,
     # max_num_seqs, dp (the attention-DP ranks), block (the KV block) and options returning (the engine's error, where it is raised) or None; asked for DeepSeek-V4 only (tpu-inference's

@@ -723,6 +723,39 @@ def test_k3_without_dp_attention_refusals(cli, old, new, text):
     assert text in r.output, r.output
 
 
+def test_k3_sharded_expert_streaming_and_the_decode_loop_off_are_listed(cli):
+    """K3_SHARDED_EXPERT_STREAMING=1 (the K3 branches' per-host filtered checkpoint read, serve.py
+    SHARDED_STREAMING_SOURCE: the same device shards, staged on the host) and additional_config enable_continue_decode
+    false (read for truth alone: no loop compiled, serve.py CONTINUE_DECODE_SOURCE) move no device byte: listed, the
+    weights and pool as without them."""
+    off = K3_NO_DP.replace('{"sharding"', '{"enable_continue_decode":false,"sharding"')
+    cmd = "K3_SHARDED_EXPERT_STREAMING=1 " + off
+    d, base = (
+        json.loads(cli("fit", "-H", "tpu-v7x", "-t", "2x2x4", "--serve", c, "--json").stdout) for c in (cmd, K3_NO_DP)
+    )
+    d, base = d["engine"], base["engine"]
+    assert (d["weights_bytes"], d["kv_pool_bytes"], d["starts"]) == (
+        base["weights_bytes"],
+        base["kv_pool_bytes"],
+        base["starts"],
+    )
+    assert {"K3_SHARDED_EXPERT_STREAMING=1", "--additional-config enable_continue_decode=false"} <= set(
+        d["serve"]["ignored"]
+    )
+
+
+def test_k3_the_fused_decode_loop_on_is_priced_at_the_compiled_point_only(cli):
+    """enable_continue_decode true compiles one more executable after the pool (the fused decode loop): priced for K3
+    without DP attention at 'model' 8 x 'expert' 4 and 64 requests (memory.py LOOP_SOURCE, stack option
+    continue_decode=1); at another request bucket (here 8 sequences) refused in one line."""
+    on = K3_NO_DP.replace('{"sharding"', '{"enable_continue_decode":true,"sharding"')
+    r = cli("fit", "-H", "tpu-v7x", "-t", "2x2x4", "--serve", on)
+    assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1, r.output
+    assert "at 64 requests only (the point compiled)" in r.output, r.output
+    q = parse_serve(on.replace("--max-num-seqs 8", "--max-num-seqs 64"), platform="tpu")
+    assert dict(q.stack_options)["continue_decode"] == "1"
+
+
 # Kimi-K2.6's DP-attention command of the 8k lm_eval runs (tests/engines/cases/tpu-inference-kimi-k2.6-v7x8-dpattn-*),
 # its flags as lm_eval's model_args
 K26_ARGS = (

@@ -372,3 +372,51 @@ def test_the_k3_step_without_dp_attention_copies_every_mla_cache_the_records_say
     assert (
         m.attention_cache_copies(options={"unsafe_mla_without_dp_attention": "1", "skip_jax_precompile": "1"}) is None
     )
+
+
+def test_the_k3_fused_decode_loop_holds_each_moe_layer_s_staging_the_records_say():
+    """tpu-inference@6a1cb1cca's fused decode loop (decode_loop.py _decode_core: a while_loop over the step, the caches
+    donated, the weights loop-invariant) compiled deviceless for tpu7x:2x2x4 at 'model' 8 x 'expert' 4, 64 requests
+    (reports/compile/tpu-inference-kimi-k3-nodp-decode-loop/records.json, benchmarks/
+    tpu_inference_k3_nodp_step_compile.py --loop --own-weights): every cache aliased; each MoE layer with its own
+    weights adds its own temporaries (with one shared set it adds ~28 MB: what grows is the weights' staging hoisted out
+    of the loop), the step without the loop holds a quarter of the loop's; the by-kind growth at 2-3 layers gives K3's
+    first 4 and 8 layers within 2%, and memory.py's law is K3's first 8 layers plus layers 5-8's growth a MoE layer.
+    At 92 MoE layers, 20.80 GiB: past the 18.95 GiB --gpu-memory-utilization 0.8 leaves beside the self-sized pool
+    (attempt 13f died compiling the loop), inside the 21.35 GiB the 256 pinned blocks leave (attempt 13d served)."""
+    from pathlib import Path
+
+    from k3plan.engines.tpu_inference import memory as m
+
+    recs = json.loads(
+        (Path(__file__).parents[2] / "reports/compile/tpu-inference-kimi-k3-nodp-decode-loop/records.json").read_text()
+    )
+
+    def rec(kinds, loop=True, own=True):
+        return next(
+            r for r in recs if r["kinds"] == kinds and r["point"]["loop"] is loop and r["point"]["own_weights"] is own
+        )
+
+    assert all(r["alias_bytes"] == r["cache_bytes"] for r in recs)  # every cache in place
+    assert {r["source"].split("@")[1][:9] for r in recs} == {m.LOOP_COMMIT}
+    own = rec("MMM")["temp_bytes"] - rec("MM")["temp_bytes"]
+    shared = rec("MMM", own=False)["temp_bytes"] - rec("MM", own=False)["temp_bytes"]
+    assert own == m.LOOP_A_MLA_MOE and shared < own // 8
+    assert rec("MKK")["temp_bytes"] - rec("MK")["temp_bytes"] == m.LOOP_A_KDA_MOE
+    four, eight = rec("KKKM")["temp_bytes"], rec("KKKMKKKM")["temp_bytes"]
+    assert (four, eight) == (m.LOOP_FIRST_FOUR, m.LOOP_BASE) and (eight - four) // 4 == m.LOOP_A_MOE
+    law = rec("MK")["temp_bytes"] + m.LOOP_A_KDA_MOE + m.LOOP_A_MLA_MOE  # the by-kind growth at 2-3 layers
+    assert abs(law - four) / four < 0.02
+    assert abs(four + 3 * m.LOOP_A_KDA_MOE + m.LOOP_A_MLA_MOE - eight) / eight < 0.02
+    assert rec("MMM", loop=False)["temp_bytes"] * 4 < rec("MMM")["temp_bytes"]  # the step reuses
+    opts = {"continue_decode": "1", "unsafe_mla_without_dp_attention": "1"}
+    size, _ = m.loop_temporaries(options=opts, n_moe=92, n_attention=24, max_num_seqs=64)
+    assert size == 22_335_137_168
+    assert (
+        m.loop_temporaries(options={**opts, "skip_jax_precompile": "1"}, n_moe=92, n_attention=24, max_num_seqs=64)
+        is None
+    )
+    assert (
+        m.loop_temporaries(options={"unsafe_mla_without_dp_attention": "1"}, n_moe=92, n_attention=24, max_num_seqs=64)
+        is None
+    )

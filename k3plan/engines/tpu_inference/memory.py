@@ -124,6 +124,69 @@ def attention_cache_copies(*, options: dict[str, str]) -> str | None:
     return NO_DP_CACHE_COPY_SOURCE
 
 
+# the fused decode loop (additional_config enable_continue_decode, stack option continue_decode=1): capture_model's
+# Phase 3 compiles runner/decode_loop.py _decode_core after the backbone, with the pool allocated: a jax.lax.while_loop
+# over the model step at each request bucket (one token a request), the caches carried and donated, no out_shardings,
+# every weight a loop-invariant operand of the body. Compiled deviceless from the engine's own code at 6a1cb1cca (the
+# 13f attempt's; decode_loop.py, the MoE, MXFP4 and MLA kernels the same at a33687184 and 6bedf39e5, before the
+# optimization_barrier of f9c647a86) for tpu7x:2x2x4 at 'model' 8 x 'expert' 4, the request bucket 64, each layer its
+# own weights (reports/compile/tpu-inference-kimi-k3-nodp-decode-loop/records.json, benchmarks/
+# tpu_inference_k3_nodp_step_compile.py --loop --own-weights): the caches alias in place, and every MoE layer added
+# adds its own live temporaries (with one set of weights for every layer it adds ~28 MB: what grows is held for each
+# layer's own weights -- the experts' staging XLA hoists out of the loop, 'LICM-hoisted MoE dequant staging' in
+# 1313a4b53's message, which f9c647a86 pins per step; the same three MLA layers as a step, not a loop, hold 137 MB
+# against the loop's 553 MB). The loop's temporaries for K3 are the records' linear law in the MoE layers by attention
+# kind, a device: K3's first 4 layers (KKKM) 898,943,200 B, where MK's 400,535,520 B plus a KDA and an MLA MoE
+# layer's growth give 884,935,224 B (-1.6%); its first 8 layers 1,862,367,648 B, where KKKM plus 3 KDA and 1 MLA MoE
+# layers' growth give 1,888,922,208 B (+1.4%): the growth a MoE layer eases past 4 layers. The law: K3's first 8
+# layers and layers 5-8's growth a MoE layer (240,856,112 B) for each of the 85 more, 22,335,137,168 B at 92 MoE
+# layers. A linear extrapolation from 8 layers to 93 (XLA's own rematerialization under the HBM limit, which a
+# deviceless compile of a few layers does not meet, may hold less), the sampler, logits and embedding left out
+LOOP_COMMIT = "6a1cb1cca"
+LOOP_POINT = (64, 8, 4)  # (the request bucket max_num_reqs, 'model', 'expert') the records were compiled at
+LOOP_BASE = 1_862_367_648  # temp_size_in_bytes of the loop over K3's first 8 layers (KKKMKKKM)
+LOOP_BASE_MOE = (5, 2)  # the (KDA, MLA) MoE layers LOOP_BASE holds (layer 0's MLP dense)
+LOOP_FIRST_FOUR = 898_943_200  # K3's first 4 layers (KKKM: 2 KDA MoE, 1 MLA MoE)
+LOOP_A_MOE = (LOOP_BASE - LOOP_FIRST_FOUR) // 4  # a MoE layer more, K3's layers 5-8 (3 KDA, 1 MLA): 240,856,112 B
+LOOP_A_MLA_MOE = 552_500_224 - 320_888_672  # MMM - MM, 231,611,552 B (by kind, at 2-3 layers)
+LOOP_A_KDA_MOE = 653_324_672 - 400_535_520  # MKK - MK, 252,789,152 B
+LOOP_SOURCE = (
+    f"vllm-project/tpu-inference@{LOOP_COMMIT} tpu_inference/runner/compilation_manager.py "
+    "CompilationManager._precompile_continue_decode -> runner/decode_loop.py _decode_core (jax.lax.while_loop, "
+    "donate_argnames kv_caches, the weights loop-invariant); compiled in reports/compile/"
+    "tpu-inference-kimi-k3-nodp-decode-loop (benchmarks/tpu_inference_k3_nodp_step_compile.py --loop --own-weights: "
+    "the caches aliased, each MoE layer's own temporaries live for the whole loop); K3's first 8 layers and layers "
+    "5-8's growth a MoE layer, a linear law to 93 layers, the sampler and logits left out"
+)
+
+
+def loop_temporaries(
+    *, options: dict[str, str], n_moe: int, n_attention: int, max_num_seqs: int
+) -> tuple[int, str] | None:
+    """The fused decode loop's temporaries a device (LOOP_SOURCE) where the command compiles it (stack option
+    continue_decode=1) on the JAX Kimi model without DP attention at the point the records were compiled (request
+    bucket 64 on 'model' 8 x 'expert' 4; the serve reader refuses the loop elsewhere): LOOP_BASE for K3's first eight
+    layers and layers 5-8's growth for every further MoE layer (n_attention MLA layers, the others KDA; layer 0's
+    dense MLP no MoE). None where no loop is compiled at start."""
+    if options.get("continue_decode") != "1" or options.get("skip_jax_precompile") == "1":
+        return None
+    if options.get(NO_DP_OPTION) != "1" or n_moe < 1:
+        return None
+    reqs = max(max_num_seqs, 8)  # tpu_runner.py: max_num_reqs = max(max_num_seqs, MIN_NUM_SEQS 8) at one DP rank
+    if reqs != LOOP_POINT[0]:
+        return None
+    mla_moe = min(n_attention, n_moe)  # every MLA layer of K3 (layers 4, 8, ..., 93) holds a MoE
+    kda_moe = n_moe - mla_moe
+    more_kda, more_mla = kda_moe - LOOP_BASE_MOE[0], mla_moe - LOOP_BASE_MOE[1]
+    if more_kda < 0 or more_mla < 0:
+        return None
+    size = LOOP_BASE + (more_mla + more_kda) * LOOP_A_MOE
+    return size, (
+        f"{LOOP_BASE:,} B (K3's first 8 layers) + {more_mla + more_kda} MoE layers x {LOOP_A_MOE:,} B (layers 5-8's "
+        f"growth) = {size:,} B at request bucket {reqs}: {LOOP_SOURCE}"
+    )
+
+
 # the compiled step of vLLM's DeepSeek-V3-family model code under attention DP (issue: Kimi-K2.6's 0.977 mlperf start,
 # tpu-inference-kimi-k2.6-v7x8-mlperf-0977-oom): read at e0e04e95 and compiled deviceless for tpu7x:2x2x1 under jax
 # 0.10.2 / libtpu 0.0.42.1 (reports/compile/tpu-inference-kimi-k2.6-step/records.json). What the compile gives at
@@ -296,5 +359,6 @@ WORKER = HbmWorker(
     sums_devices=SUMS_DEVICES,
     pinned_layers=PINNED_LAYERS,
     attention_cache_copies=attention_cache_copies,
+    loop_temporaries=loop_temporaries,
     dsv4_smem_refusal=smem_refusal,
 )

@@ -25,6 +25,8 @@ memory is listed as ignored (a sharding_strategy tensor_parallelism equal to
 
 from __future__ import annotations
 
+import json
+
 from k3plan.engines.serve_values import (
     Reading,
     env_on,
@@ -88,6 +90,25 @@ STRATEGY_TP = "tensor_parallelism"
 # run_jax_deepseek_v3_1k_8k.json) and mlperf.sh / mmlu.sh still pass it. The projections are over ATTN_HEAD =
 # (model, expert, dcp), 1 x 1 x 1 under DP attention, so whole on every device with it or without
 ADDITIONAL_IGNORED = frozenset({"compilation_sizes", "sparse_matmul", "replicate_attn_weights"})
+# additional_config "enable_continue_decode": the fused decode loop, read with .get("enable_continue_decode", False) and
+# tested for truth alone (platforms/tpu_platform.py TpuPlatform.check_and_update_config, core/sched/dp_scheduler.py,
+# runner/tpu_runner.py TPUModelRunner.__init__ / _execute_model, runner/compilation_manager.py capture_model: `if
+# self.runner.enable_continue_decode: self._precompile_continue_decode()`), in main (b8692ff0) and on the K3 bring-up
+# branches (a33687184, 6a1cb1cca, 1313a4b53) alike. Off (false, 0, null, ""): the scheduler is not patched, no loop
+# executable is compiled and no decode batch runs it -- the stock path, listed. On: capture_model's Phase 3, after the
+# backbone's buckets and with the pool already allocated, compiles runner/decode_loop.py _decode_core, one more
+# executable: a jax.lax.while_loop over the whole model step at each request bucket, the caches carried and donated,
+# every weight a loop-invariant operand of the body; its own temporaries, not the step's, are what it needs at start
+CONTINUE_DECODE = "enable_continue_decode"
+CONTINUE_DECODE_OPTION = "continue_decode"  # stack.yaml options continue_decode
+CONTINUE_DECODE_SOURCE = (
+    "vllm-project/tpu-inference@6a1cb1cca tpu_inference/runner/compilation_manager.py CompilationManager.capture_model "
+    "(Phase 3: if self.runner.enable_continue_decode: self._precompile_continue_decode(), after the backbone and with "
+    "the KV caches allocated) and runner/decode_loop.py _decode_core (jax.lax.while_loop over model_fn, compute_logits "
+    "and sampling; donate_argnames kv_caches; the weights loop-invariant); read with additional_config.get("
+    "'enable_continue_decode', False) and tested for truth (platforms/tpu_platform.py, runner/tpu_runner.py; the same "
+    "at a33687184, 1313a4b53 and main b8692ff0)"
+)
 # keys that change what a device holds in a way k3plan does not price: refused with what they do
 ADDITIONAL_UNPRICED: dict[str, str] = {}
 
@@ -242,14 +263,32 @@ SKIP_PRECOMPILE_SOURCE = (
     "sampling precompiles skipped alike); examples/offline_inference.py __main__ (os.environ.setdefault("
     "'SKIP_JAX_PRECOMPILE', '1'), @0998d381 and @56b1e079)"
 )
+# the K3 bring-up branches' per-host filtered checkpoint read (envs.py env_bool, default False; from 986c8ab85 / c140117b4,
+# "Per-host sharded expert streaming for compressed-tensors MXFP4 MoE loads", at a33687184, 6bedf39e5, 6a1cb1cca and
+# 1313a4b53 the same sharded_stream.py and mxfp4.py): models/common/model_loader.py _get_nnx_model calls
+# models/jax/utils/sharded_stream.py maybe_load_with_sharded_expert_streaming, which drops from the Run:ai streamer's
+# byte ranges every routed-expert tensor no device of this host keeps; the tensors it keeps are staged on the host
+# (layers/jax/quantization/mxfp4.py CompressedTensorsMxfp4MoEMethod.load_weights: jax_array_from_reshaped_torch under
+# cpu_mesh_context, the staging params on cpu_mesh()) and decoded by the same _decode_sharded the full read uses, one
+# device shard at a time into the same edf / efd sharding (make_array_from_single_device_arrays), so every device holds
+# the bytes it holds without it. Host memory and load time only; listed. Where it does not apply it logs why and takes
+# the stock full read (not the Run:ai loader, its distributed mode, MXFP4_SHARD_THEN_DECODE=0, no MXFP4 MoE layer)
+SHARDED_EXPERT_STREAMING = "K3_SHARDED_EXPERT_STREAMING"
+SHARDED_STREAMING_SOURCE = (
+    "vllm-project/tpu-inference@a33687184 tpu_inference/models/jax/utils/sharded_stream.py "
+    "maybe_load_with_sharded_expert_streaming / sharded_expert_weights_iterator (the checkpoint read filtered by the "
+    "host's expert ids) and layers/jax/quantization/mxfp4.py CompressedTensorsMxfp4MoEMethod.load_weights (staged on "
+    "cpu_mesh) / process_weights_after_loading -> _decode_sharded (the same device shards either way); the same files "
+    "at 6bedf39e5, 6a1cb1cca and 1313a4b53"
+)
 KNOWN_ENV = frozenset(
     {BACKEND_TYPE, MLA_DISABLE, PROFILING_DIR, UNFUSED_MEGABLOCKS, UNSAFE_NO_DP_ATTENTION, NO_REQUANT, SKIP_PRECOMPILE}
 )
-KNOWN_ENV |= LISTED_ENV
+KNOWN_ENV |= LISTED_ENV | {SHARDED_EXPERT_STREAMING}
 PRICED_ENV = frozenset(
     {MODEL_IMPL, REQUANT_DTYPE, REQUANT_BLOCK, NEW_MODEL_DESIGN, MLA_DISABLE, BACKEND_TYPE, NO_REQUANT, SKIP_PRECOMPILE}
 )
-PRICED_ENV |= {PROFILING_DIR, UNFUSED_MEGABLOCKS} | LISTED_ENV
+PRICED_ENV |= {PROFILING_DIR, UNFUSED_MEGABLOCKS, SHARDED_EXPERT_STREAMING} | LISTED_ENV
 # the fp8 checkpoints whose experts the fp4 requantization is priced for (fp8_block experts: the runtime format
 # stack option moe_requantize_weight_dtype=fp4 maps), by the ids k3plan.engines.serve.HF_MODELS reads as deepseek-v3
 FP8_EXPERT_MODELS = frozenset(
@@ -440,6 +479,10 @@ def _additional(r: Reading) -> int:
     for key in sorted(extra):
         if key in ADDITIONAL_IGNORED:
             r.ignored.append(f"{ADDITIONAL} {key}")
+        elif key == CONTINUE_DECODE and not extra[key]:  # off: the stock path (CONTINUE_DECODE_SOURCE)
+            r.ignored.append(f"{ADDITIONAL} {key}={json.dumps(extra[key])}")
+        elif key == CONTINUE_DECODE:  # on: priced where the loop was compiled (_continue_decode, after the model)
+            r.options[CONTINUE_DECODE_OPTION] = "1"
         elif key in ADDITIONAL_UNPRICED:
             raise K3PlanError(
                 f"--serve: {ADDITIONAL} {key!r}: {ADDITIONAL_UNPRICED[key]} is not priced by k3plan; remove it to "
@@ -763,6 +806,31 @@ def _jax_deepseek(r: Reading, impl: str, expert_ways: int) -> None:
     r.env_read.add(MODEL_IMPL)  # the stack's model_impl default: nothing to set
 
 
+def _continue_decode(r: Reading, expert_ways: int) -> None:
+    """enable_continue_decode true (stack option continue_decode=1, CONTINUE_DECODE_SOURCE): its loop's temporaries
+    are priced for the JAX Kimi model without DP attention at the point the loop was compiled (memory.py
+    LOOP_SOURCE); elsewhere refused in one line. Under SKIP_JAX_PRECOMPILE / --enforce-eager capture_model compiles
+    nothing at start, the loop neither."""
+    if r.options.get(CONTINUE_DECODE_OPTION) != "1":
+        return
+    reqs = max(
+        r.batch, 8
+    )  # tpu_runner.py: max_num_reqs = max(max_num_seqs, MIN_NUM_SEQS 8), the largest request bucket
+    compiled = (reqs, expert_ways, _architecture(r)) == (64, 4, "KimiK3ForConditionalGeneration")
+    if r.options.get(NO_DP_OPTION) != "1" or not compiled:
+        raise K3PlanError(
+            f"--serve: {ADDITIONAL} {CONTINUE_DECODE!r}=true: tpu-inference compiles its fused decode loop at start, "
+            "after the pool, as one more executable (a while_loop over the whole step, the weights loop-invariant: "
+            f"{CONTINUE_DECODE_SOURCE}); k3plan priced its temporaries for Kimi-K3 on the JAX model without DP "
+            "attention, 'model' 8 x 'expert' 4, at 64 requests only (the point compiled); remove it (or set it false) "
+            "to price tpu-inference without it"
+        )
+    r.caveats.append(
+        f"{ADDITIONAL} {CONTINUE_DECODE}=true: the fused decode loop compiled at start after the backbone "
+        f"({CONTINUE_DECODE_SOURCE}), its temporaries checked against what the weights and the pool leave"
+    )
+
+
 def _env(r: Reading, expert_ways: int) -> None:
     """MODEL_IMPL_TYPE (vllm priced; flax_nnx / auto priced for the checkpoints kimi_k3.py serves, the stack's own
     model, and for DeepSeek-V3 / R1 on deepseek_v3.py at tp 1 x ep N), the fp4 requantization (priced at 512-blocks on vLLM's model code),
@@ -853,7 +921,14 @@ def _env(r: Reading, expert_ways: int) -> None:
         )
     r.env_read |= PRICED_ENV & set(env)
     # NEW_MODEL_DESIGN=1 is read (the MLA models' requirement above), not listed as ignored
-    listed = (MLA_DISABLE, BACKEND_TYPE, PROFILING_DIR, UNFUSED_MEGABLOCKS, *sorted(LISTED_ENV))
+    listed = (
+        MLA_DISABLE,
+        BACKEND_TYPE,
+        PROFILING_DIR,
+        UNFUSED_MEGABLOCKS,
+        SHARDED_EXPERT_STREAMING,
+        *sorted(LISTED_ENV),
+    )
     r.ignored += [f"{k}={env[k]}" for k in listed if k in env]
 
 
@@ -1123,6 +1198,7 @@ def read(r: Reading) -> None:
             "when none is given; remove it"
         )
     _env(r, expert_ways)
+    _continue_decode(r, expert_ways)
     _enforce_eager(r, get("--enforce-eager", None))
     _int4_scales(r)
     if mesh_2d:

@@ -318,6 +318,7 @@ def vllm_kv_pool(
     attention_dp: int = 1,
     attention_copies: str = "",
     capture_oom: tuple[int, int, str, str] | None = None,
+    compiled_loop: tuple[int, str] | None = None,
 ) -> EngineSizing:
     """vLLM's pool as its worker and KV manager size it (module docstring); ``starts``: the engine's start
     checks pass (available > 0 and one max_model_len request fits: vLLM's _check_enough_kv_cache_memory).
@@ -361,7 +362,10 @@ def vllm_kv_pool(
     x the attention layers are added to ``compiled_step``; "": none.
     ``capture_oom``: (bytes the CUDA-graph capture takes after the pool at least, bytes the pool leaves it, the
     engine's error, where raised): the start fails there where the first exceeds the second (engines/vllm/
-    cudagraph.py capture_need); None: not checked."""
+    cudagraph.py capture_need); None: not checked.
+    ``compiled_loop``: (bytes a device, source) of the temporaries of a second executable the engine compiles after
+    the pool (``hbm_worker.loop_temporaries``: tpu-inference's fused decode loop), checked after the step's against the
+    same room; None: none compiled or not priced."""
     cap = int(visible_bytes * utilization)
     available = cap - weights_bytes - int(activation_bytes.value) - int(non_torch_bytes.value)
     resident = weights_bytes + int(activation_bytes.value) + int(non_torch_bytes.value)
@@ -621,6 +625,18 @@ def vllm_kv_pool(
             f"({compiled_step[1]})"
         )
         raised_at = hbm_worker.source
+    elif compiled_loop is not None and hbm_worker is not None and compiled_loop[0] > step_room:
+        starts = False
+        left = (
+            f"the weights and the pinned arrays ({(weights_bytes + pinned) / gib:.2f} GiB) leave"
+            if pinned
+            else f"--gpu-memory-utilization {utilization} leaves"
+        )
+        message = (
+            f"RESOURCE_EXHAUSTED compiling the fused decode loop, after the KV cache and the step: its temporaries, "
+            f"{compiled_loop[0] / gib:.2f} GiB, exceed the {step_room / gib:.2f} GiB {left} ({compiled_loop[1]})"
+        )
+        raised_at = compiled_loop[1]
     else:
         starts = True
         message = f"GPU KV cache size: {tokens:,} tokens; Maximum concurrency for {max_model_len:,} tokens per request: {conc:.2f}x"
@@ -937,6 +953,7 @@ def engine_sizing(
     hbm_worker = None
     compiled_step: tuple[int, str] | None = None  # a TPU engine's compiled step's temporaries (HbmWorker)
     attention_copies = ""  # where that step copies every attention cache (HbmWorker.attention_cache_copies)
+    compiled_loop: tuple[int, str] | None = None  # a second executable after the pool (HbmWorker.loop_temporaries)
     held_workspace = 0  # the MoE workspace in the profile peak (moe_workspace.py)
     sampler_alone = 0  # the sampler warm-up's live tensors alone (GPU vLLM)
     forward_unpriced = ""  # a V4 dummy forward k3plan did not trace (engines/vllm/dsv4_workspace.py)
@@ -955,6 +972,10 @@ def engine_sizing(
             )  # fmt: skip
             if hbm_worker.attention_cache_copies is not None:
                 attention_copies = hbm_worker.attention_cache_copies(options=step_options or {}) or ""
+            if hbm_worker.loop_temporaries is not None:
+                compiled_loop = hbm_worker.loop_temporaries(
+                    options=step_options or {}, n_moe=n_moe, n_attention=n_mla, max_num_seqs=max_num_seqs
+                )
     else:
         act = Figure(
             temp_bytes,
@@ -1286,6 +1307,7 @@ def engine_sizing(
         attention_dp=step_model[4] if step_model is not None else 1,
         attention_copies=attention_copies,
         capture_oom=capture_oom,
+        compiled_loop=compiled_loop,
         auto_max_model_len=auto_max_model_len,
         num_gpu_blocks_override=num_gpu_blocks_override,
         compact_state_bytes=state_bytes_per_layer_unpadded if compact else None,
