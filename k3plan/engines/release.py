@@ -17,8 +17,8 @@ from k3plan.errors import K3PlanError
 
 Release = tuple[int, int, int]
 # a release number as engines tag them: 0.11.1, v0.5.15, 0.5.15.post1 (a post-release prices as its release, save
-# for the rules that read its number: parse_post)
-_RELEASE = re.compile(r"v?(\d+)\.(\d+)(?:\.(\d+))?(?:\.post(\d+))?")
+# for the rules that read its number: parse_post); ASCII digits only (\d alone also matches other scripts' digits)
+_RELEASE = re.compile(r"v?(\d+)\.(\d+)(?:\.(\d+))?(?:\.post(\d+))?", re.ASCII)
 
 
 def parse_release(text: str) -> Release:

@@ -130,3 +130,13 @@ def test_quantizing_an_unquantized_checkpoint_at_load_is_refused(cli, command):
     for stored in ("moonshotai/Kimi-K2-Instruct --quantization fp8", "moonshotai/Kimi-K2.6 --quantization compressed-tensors"):
         ok = cli("fit", "-H", "nvidia-h200", "-t", "8", "--serve", f"vllm serve {stored} -tp 8 --trust-remote-code")
         assert ok.exit_code in (0, 1), ok.output
+
+
+def test_an_engine_version_in_other_digits_is_one_line(cli):
+    """Python's \\d matches every script's digits; a release number is ASCII ('٠.٢٨.٠' was read as 0.28.0)."""
+    r = cli(
+        "fit", "-H", "nvidia-h200", "-t", "8", "--engine-version", "٠.٢٨.٠",
+        "--serve", "vllm serve deepseek-ai/DeepSeek-R1 --tensor-parallel-size 8",
+    )  # fmt: skip
+    assert r.exit_code == 2 and r.output.strip().count("\n") == 0, r.output
+    assert "expected a release number" in r.output
