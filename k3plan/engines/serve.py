@@ -359,6 +359,83 @@ IGNORED = {
     # and EngineArgs' flags of the 0.32.0-0.34.0 wheels that hold nothing on a GPU (engines/vllm/serve.py)
     **vllm_serve.NEWER_IGNORED,
 }
+# what the engines' own argument parsers take for some of the ignored flags above, refused before anything is read
+# (as the engine's argparse stops): "int" (argparse type=int: Python int(), so no 'nan', '8.5' or 'lots'), "int?"
+# (the same, or the literal None an Optional field's parser turns into None: vLLM's optional_type), "float" (type=float:
+# any number Python's float() reads, 'nan' and 'inf' included, as the engine takes them) or the choices the engine
+# fixes. Read in the wheels (PyPI) of every release where the flag is: vLLM 0.8.4, 0.10.0, 0.11.0, 0.15.0, 0.20.0,
+# 0.28.0 and 0.34.0 (vllm/engine/arg_utils.py EngineArgs.add_cli_args -> get_kwargs / _compute_kwargs: int from the
+# field's annotation in vllm/config/*.py, choices from a Literal; FrontendArgs.port in
+# vllm/entrypoints/openai/cli_args.py) and SGLang 0.4.5, 0.5.7, 0.5.15 and 0.5.23 (sglang/srt/server_args.py
+# ServerArgs.add_cli_args type=, from 0.5.15 sglang/srt/arg_groups/fields/*.py annotations mapped by
+# arg_groups/arg_utils.py _infer_type_func). Where both engines take a flag (--port, --nnodes, --node-rank,
+# --stream-interval) both declare int. Left unchecked: a flag whose type or choices differ by release
+# (vLLM's --data-parallel-backend: str before 0.20, Literal['ray', 'mp'] after; --prefix-caching-hash-algo's choices
+# grew) and a str whose values the engine checks only later (vLLM's --load-format: str | LoadFormats, a metavar and
+# no choices, refused by the loader, not the parser)
+IGNORED_VALUES: dict[str, str | tuple[str, ...]] = {
+    # both engines
+    "--port": "int",
+    "--nnodes": "int",
+    "--node-rank": "int",
+    "--stream-interval": "int",
+    # vLLM (ModelConfig.seed Optional[int] before 0.15, int after; ParallelConfig's ports, ranks and DP sizes;
+    # SchedulerConfig's partial-prefill counts; MultiModalConfig.mm_encoder_tp_mode, SchedulerConfig.policy,
+    # ParallelConfig.expert_placement_strategy and CacheConfig.kv_offloading_backend: Literals)
+    "--seed": "int?",
+    "--master-port": "int",
+    "--data-parallel-size-local": "int?",
+    "--data-parallel-start-rank": "int?",
+    "--data-parallel-rpc-port": "int?",
+    "--max-log-len": "int?",
+    "--max-parallel-loading-workers": "int?",
+    "--max-seq-len-to-capture": "int?",
+    "--distributed-timeout-seconds": "int?",
+    "--dp-sync-interval": "int",
+    "--max-num-partial-prefills": "int",
+    "--max-long-partial-prefills": "int",
+    "--long-prefill-token-threshold": "int",
+    "--mm-encoder-tp-mode": ("weights", "data"),
+    "--scheduling-policy": ("fcfs", "priority"),
+    "--expert-placement-strategy": ("linear", "round_robin"),
+    "--kv-offloading-backend": ("native", "lmcache"),
+    # SGLang (ServerArgs)
+    "--random-seed": "int",
+    "--torch-compile-max-bs": "int",
+    "--hicache-ratio": "float",
+    "--hicache-size": "int",
+    "--dist-timeout": "int",
+    "--watchdog-timeout": "float",
+    "--decode-log-interval": "int",
+    "--cuda-graph-max-bs": "int",
+    "--max-prefill-tokens": "int",
+    "--num-continuous-decode-steps": "int",
+    "--schedule-conservativeness": "float",
+    "--scheduler-recv-interval": "int",
+    "--tokenizer-worker-num": "int",
+    "--disaggregation-bootstrap-port": "int",
+}
+
+
+def check_ignored_value(name: str, value: str) -> None:
+    """An ignored flag's value as the engine's parser reads it (IGNORED_VALUES): one line naming the flag, the value and
+    what the engine takes where its parser would stop."""
+    kind = IGNORED_VALUES.get(name)
+    if kind is None:
+        return
+    if isinstance(kind, tuple):
+        if value not in kind:
+            raise K3PlanError(f"--serve: {name} {value!r}: expected one of {', '.join(kind)} (the engine's choices)")
+        return
+    if kind == "int?" and value == "None":
+        return
+    try:
+        (float if kind == "float" else int)(value)
+    except ValueError:
+        want = "a number" if kind == "float" else "an integer"
+        raise K3PlanError(f"--serve: {name} {value!r}: expected {want}, as the engine's parser reads it") from None
+
+
 # environment variables that change what the engine holds in a way k3plan does not price: refused with what they do
 UNPRICED_ENV = {
     # (SGLang's MegaMoE variables, SGLANG_OPT_DEEPGEMM_MEGA_MOE_NUM_MAX_TOKENS_PER_RANK and its FP4 / memory switches,
@@ -1202,6 +1279,7 @@ def parse_serve(
         r.ignored.append("--revision")
     for name in list(flags):
         if name in IGNORED:
+            check_ignored_value(name, flags[name])
             r.ignored.append(name)
             flags.pop(name)
     if flags:

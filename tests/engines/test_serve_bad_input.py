@@ -50,6 +50,20 @@ BAD = {
     "unknown model": "vllm serve someone/SomeModel-1T -tp 8",
     "unknown env var": "SOME_UNKNOWN_KNOB=1 vllm serve deepseek-ai/DeepSeek-V3 -tp 8",
     "stray positional": "vllm serve deepseek-ai/DeepSeek-V3 8 --tensor-parallel-size 8",
+    # an ignored flag's value the engine's own parser refuses (engines/serve.py IGNORED_VALUES: vllm/engine/arg_utils.py
+    # get_kwargs, vllm 0.8.4-0.34.0 wheels; sglang/srt/server_args.py, sglang 0.4.5-0.5.23 wheels)
+    "port nan": "vllm serve deepseek-ai/DeepSeek-V3 -tp 8 --port nan",
+    "seed nan": "vllm serve deepseek-ai/DeepSeek-V3 -tp 8 --seed nan",
+    "seed float": "vllm serve deepseek-ai/DeepSeek-V3 -tp 8 --seed=1.5",
+    "encoder tp mode not a choice": "vllm serve deepseek-ai/DeepSeek-V3 -tp 8 --mm-encoder-tp-mode bogus",
+    "scheduling policy not a choice": "vllm serve deepseek-ai/DeepSeek-V3 -tp 8 --scheduling-policy lifo",
+    "sglang torch compile bs nan": "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp 8 "
+    "--torch-compile-max-bs nan",
+    "sglang hicache size text": "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp 8 "
+    "--hicache-size lots",
+    "sglang hicache ratio text": "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp 8 "
+    "--hicache-ratio two",
+    "sglang port float": "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp 8 --port 30000.5",
     # the engines' own refusal before anything loads (engines/vllm/serve.py, engines/sglang/serve.py)
     "max-model-len above the model's": "vllm serve deepseek-ai/DeepSeek-V3 -tp 8 --max-model-len 2000000",
     "context-length above the model's": "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp 8 "
@@ -140,3 +154,18 @@ def test_an_engine_version_in_other_digits_is_one_line(cli):
     )  # fmt: skip
     assert r.exit_code == 2 and r.output.strip().count("\n") == 0, r.output
     assert "expected a release number" in r.output
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "vllm serve deepseek-ai/DeepSeek-V3 -tp 8 --seed None",  # vllm's optional_type: None (ModelConfig.seed < 0.15)
+        "vllm serve deepseek-ai/DeepSeek-V3 -tp 8 --port 8000 --seed 0 --mm-encoder-tp-mode data",
+        # argparse float takes 'nan': SGLang's parser does, so k3plan does (the host pool's size is not priced)
+        "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp 8 --hicache-ratio nan",
+        "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp 8 --hicache-size -1 --port 30000",
+    ],
+)
+def test_ignored_values_the_engines_parser_takes_are_read(cli, command):
+    r = cli("fit", "-H", "nvidia-h200", "-t", "8", "--serve", command)
+    assert r.exit_code in (0, 1, 3), r.output
