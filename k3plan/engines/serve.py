@@ -363,16 +363,20 @@ IGNORED = {
 # (as the engine's argparse stops): "int" (argparse type=int: Python int(), so no 'nan', '8.5' or 'lots'), "int?"
 # (the same, or the literal None an Optional field's parser turns into None: vLLM's optional_type), "float" (type=float:
 # any number Python's float() reads, 'nan' and 'inf' included, as the engine takes them) or the choices the engine
-# fixes. Read in the wheels (PyPI) of every release where the flag is: vLLM 0.8.4, 0.10.0, 0.11.0, 0.15.0, 0.20.0,
-# 0.28.0 and 0.34.0 (vllm/engine/arg_utils.py EngineArgs.add_cli_args -> get_kwargs / _compute_kwargs: int from the
-# field's annotation in vllm/config/*.py, choices from a Literal; FrontendArgs.port in
-# vllm/entrypoints/openai/cli_args.py) and SGLang 0.4.5, 0.5.7, 0.5.15 and 0.5.23 (sglang/srt/server_args.py
-# ServerArgs.add_cli_args type=, from 0.5.15 sglang/srt/arg_groups/fields/*.py annotations mapped by
-# arg_groups/arg_utils.py _infer_type_func). Where both engines take a flag (--port, --nnodes, --node-rank,
-# --stream-interval) both declare int. Left unchecked: a flag whose type or choices differ by release
-# (vLLM's --data-parallel-backend: str before 0.20, Literal['ray', 'mp'] after; --prefix-caching-hash-algo's choices
-# grew) and a str whose values the engine checks only later (vLLM's --load-format: str | LoadFormats, a metavar and
-# no choices, refused by the loader, not the parser)
+# fixes. Read in the wheels (PyPI) of the releases where the flag is: vLLM 0.8.4, 0.9.2, 0.10.2 and every wheel
+# 0.11.0-0.34.0 unpacked for k3plan's rules (vllm/engine/arg_utils.py EngineArgs.add_cli_args -> get_kwargs /
+# _compute_kwargs: type=int from the field's int annotation in vllm/config/*.py, optional_type(int) where it is
+# Optional, choices from a Literal; FrontendArgs.port: int in vllm/entrypoints/openai/cli_args.py, from 0.33.0
+# entrypoints/common/cli_args.py) and SGLang 0.4.2.post4, 0.4.5, 0.4.10, 0.5.6, 0.5.7 (sglang/srt/server_args.py
+# ServerArgs.add_cli_args type=int / float), 0.5.15, 0.5.19 (ServerArgs' A[int | float | Optional[...]] annotations in
+# server_args.py) and 0.5.23 (sglang/srt/arg_groups/fields/*.py, mapped by arg_groups/arg_utils.py
+# _unwrap_optional / _infer_type_func: Optional[int] reads as int, no type_parser on these fields). Where both engines
+# take a flag (--port, --nnodes, --node-rank, --stream-interval) both declare int. Left unchecked: a flag whose type or
+# choices differ by release (vLLM's --data-parallel-backend: str in the 0.11.0 wheel, Literal['ray', 'mp'] in 0.15.0;
+# --prefix-caching-hash-algo: Literal['sha256', 'sha256_cbor'] in 0.11.0, two xxhash choices more in 0.34.0; SGLang's
+# --max-prefill-tokens: type=int to 0.5.7, human_readable_int ('16K') in 0.5.15 and 0.5.23; --cuda-graph-max-bs, no
+# ServerArgs field of 0.5.15) and a str whose values the engine checks only after parsing (vLLM's --load-format:
+# str | LoadFormats, a metavar and no choices: the model loader refuses an unknown one, not the parser)
 IGNORED_VALUES: dict[str, str | tuple[str, ...]] = {
     # both engines
     "--port": "int",
@@ -407,8 +411,6 @@ IGNORED_VALUES: dict[str, str | tuple[str, ...]] = {
     "--dist-timeout": "int",
     "--watchdog-timeout": "float",
     "--decode-log-interval": "int",
-    "--cuda-graph-max-bs": "int",
-    "--max-prefill-tokens": "int",
     "--num-continuous-decode-steps": "int",
     "--schedule-conservativeness": "float",
     "--scheduler-recv-interval": "int",
