@@ -169,3 +169,9 @@ def test_an_engine_version_in_other_digits_is_one_line(cli):
 def test_ignored_values_the_engines_parser_takes_are_read(cli, command):
     r = cli("fit", "-H", "nvidia-h200", "-t", "8", "--serve", command)
     assert r.exit_code in (0, 1, 3), r.output
+
+
+def test_every_flag_whose_value_is_checked_is_an_ignored_one():
+    from k3plan.engines.serve import IGNORED, IGNORED_VALUES
+
+    assert set(IGNORED_VALUES) <= {name for name, takes in IGNORED.items() if takes != 0}
