@@ -540,6 +540,12 @@ def vllm_kv_pool(
     raised_at, code = "", ""
     # the HBM the compiled step's temporaries run in: the 1 - utilization share, or what the pinned arrays leave
     step_room = visible_bytes - weights_bytes - pinned if pinned else visible_bytes - cap
+    # what leaves a TPU engine's compiled step and loop their room (step_room), as their refusals say it
+    left = (
+        f"the weights and the pinned arrays ({(weights_bytes + pinned) / gib:.2f} GiB) leave"
+        if pinned
+        else f"--gpu-memory-utilization {utilization} leaves"
+    )
     if weights_bytes > visible_bytes:
         starts = False
         oom = "torch.OutOfMemoryError: CUDA out of memory" if hbm_worker is None else hbm_worker.weights_oom
@@ -614,11 +620,6 @@ def vllm_kv_pool(
         raised_at = hbm_worker.pinned_layers
     elif compiled_step is not None and hbm_worker is not None and compiled_step[0] > step_room:
         starts = False
-        left = (
-            f"the weights and the pinned arrays ({(weights_bytes + pinned) / gib:.2f} GiB) leave"
-            if pinned
-            else f"--gpu-memory-utilization {utilization} leaves"
-        )
         message = (
             f"RESOURCE_EXHAUSTED compiling the step at its largest token bucket, after the KV cache: its temporaries, "
             f"at least {compiled_step[0] / gib:.2f} GiB, exceed the {step_room / gib:.2f} GiB {left} "
@@ -627,11 +628,6 @@ def vllm_kv_pool(
         raised_at = hbm_worker.source
     elif compiled_loop is not None and hbm_worker is not None and compiled_loop[0] > step_room:
         starts = False
-        left = (
-            f"the weights and the pinned arrays ({(weights_bytes + pinned) / gib:.2f} GiB) leave"
-            if pinned
-            else f"--gpu-memory-utilization {utilization} leaves"
-        )
         message = (
             f"RESOURCE_EXHAUSTED compiling the fused decode loop, after the KV cache and the step: its temporaries, "
             f"{compiled_loop[0] / gib:.2f} GiB, exceed the {step_room / gib:.2f} GiB {left} ({compiled_loop[1]})"
