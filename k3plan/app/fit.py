@@ -507,7 +507,7 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
                 q.speculative,
                 model,
                 tp=q.tp,
-                ep=q.moe_ep or q.ep or full_tp,
+                ep=q.engine_ep or full_tp,
                 # the NextN draft's head is the target's rule (deepseek_nextn.py / deepseek_v4_nextn.py ParallelLMHead
                 # use_attn_tp_group=enable_dp_lm_head, sglang 0.5.15 / 0.5.23 wheels): the whole TP group, or the
                 # attention-TP group with --enable-dp-lm-head (ServeQuestion.lm_head_whole_tp None)
@@ -626,7 +626,7 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
             release=q.release,  # the command's release: a model's rule may change with it (Engine.by_release)
             moe_backend=q.moe_backend,  # the kernel a model's rule may follow (DeepSeek-V4.1 on gfx942)
             env=q.env,  # the command's environment a rule may read (SGLang's AITER padding of Kimi-K3's shards)
-            ep=q.moe_ep or q.ep,  # SGLang's --ep-size (its MoE TP group = TP x DP / EP; vLLM's: expert_parallel)
+            ep=q.engine_ep,  # SGLang's --ep-size (its MoE TP group = TP x DP / EP; vLLM's: expert_parallel)
         )
     copies_rule = engine_rules(q.stack).redundant_expert_pad
     if q.eplb is not None and copies_rule is not None and model.spec.moe is not None:
@@ -640,7 +640,7 @@ def _from_serve(serve: str, setup_options: dict, context: int, chunk: int | None
             redundant=q.eplb[0],
             tp=q.tp,
             dp=q.dp,
-            ep=q.moe_ep or q.ep,  # the command's EP size where its engine reads one (SGLang's --ep-size); vLLM: TP x DP
+            ep=q.engine_ep,  # the command's EP size where its engine reads one (SGLang's --ep-size); vLLM: TP x DP
             moe_backend=q.moe_backend,
         )
         if copies is not None:

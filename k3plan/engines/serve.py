@@ -919,9 +919,9 @@ class ServeQuestion:
     kv_raw: str = "auto"  # --kv-cache-dtype as written (vLLM's nvfp4_ds_mla: engines/vllm/dsv4_pages.py)
     caveats: tuple[str, ...] = field(default=())  # flags read whose effect k3plan's figures do not follow
     expert_parallel: bool = True  # vLLM's --enable-expert-parallel (SGLang: its own EP flags)
-    # the engine's EP size where its MoE splits an expert over TP / EP ranks beside (SGLang's --ep-size between 1
-    # and --tp-size: Reading.moe_ep): the rules' EP; ``ep`` is then None (the mesh's experts over every rank)
-    moe_ep: int | None = None
+    # the EP size the engine's rules read (Reading.engine_ep): ``ep``, or SGLang's --ep-size between 1 and --tp-size,
+    # where ``ep`` is None (the mesh's experts over every rank: the same routed bytes a device)
+    engine_ep: int | None = None
     eplb: tuple[int, int] | None = None  # vLLM's --enable-eplb: (redundant experts, window) (engines/vllm/eplb.py)
     attention_backend: str | None = None  # SGLang's --attention-backend as given (engines/sglang/aiter_fraction.py)
     language_model_only: bool = False  # vLLM's --language-model-only: a multimodal model's vision tower not loaded
@@ -1333,7 +1333,7 @@ def parse_serve(
         pp=r.pp,
         dp=r.dp,
         ep=r.ep,
-        moe_ep=r.moe_ep,
+        engine_ep=r.engine_ep,
         context=r.context,
         chunk=r.chunk,
         batch=r.batch,

@@ -264,6 +264,12 @@ class Reading:
             "--data-parallel-size", get("--data-parallel-size", get("-dp", get("--dp-size", get("--dp", "1"))))
         )
 
+    @property
+    def engine_ep(self) -> int | None:
+        """The EP size the engine's rules read: ``moe_ep`` where its MoE splits an expert inside the TP group, else
+        ``ep`` (the mesh's)."""
+        return self.moe_ep or self.ep
+
     def memory_options(self) -> None:
         """The memory fractions (either family's spelling: the stacks' options of those names) and --moe-backend."""
         util = self.get("--gpu-memory-utilization", None)

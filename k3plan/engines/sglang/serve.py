@@ -797,7 +797,7 @@ def read(r: Reading) -> None:
         # EP inside the TP group: ep_size ranks of whole experts, each split over moe_tp_size = tp_size // ep_size
         # (sglang 0.5.7 wheel, distributed/parallel_state.py initialize_model_parallel: moe_tp_size =
         # tensor_model_parallel_size // moe_ep_size) -- the same bytes a device as EP over every rank, as k3plan's
-        # mesh prices; the rules that follow the split (the shard padding, the shared expert) read moe_ep
+        # mesh prices; the rules that follow the split (the shard padding, the shared expert) read engine_ep
         if r.tp % r.ep:
             raise K3PlanError(
                 f"--serve: --ep-size {r.ep} does not divide --tp-size {r.tp}; expected a divisor (SGLang splits each "
@@ -1360,7 +1360,7 @@ def _fused_shared(r: Reading) -> Cite | str | None:
                 f"1/tp ({SHARED_CLONES_SOURCE})"
             )
         return None
-    ep = r.moe_ep or r.ep or 1
+    ep = r.engine_ep or 1
     if release < SHARED_EP_FROM or ep <= 1 or not r.device_name.startswith("amd-"):
         return None
     if not model.startswith(SHARED_EP_MODELS):
@@ -1534,7 +1534,7 @@ def _dp_shared_whole_tp(r: Reading, model: str, release: Release) -> bool | Cite
                 f"split it over the whole TP group ({SHARED_CLONES_SOURCE})"
             )
         return SHARED_CLONES  # 0.4.6's tp_size clones: one whole shared expert a GPU
-    ep = r.moe_ep or r.ep or 1
+    ep = r.engine_ep or 1
     if release >= SHARED_EP_FROM and ep > 1 and r.device_name.startswith("amd-") and model.startswith(SHARED_EP_MODELS):
         overlap = release >= SHARED_EP_OVERLAP_FROM and "two_batch_overlap" in r.prefill_conditions
         if not overlap:
