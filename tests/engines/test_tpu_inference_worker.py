@@ -71,14 +71,15 @@ def test_deepseek_v4_is_not_priced_with_gpu_vllm_s_page_groups(cli):
     assert e["sources"]["num_blocks"].startswith("available // (page ")  # the per-layer pages, not the V4 groups
 
 
-def _pool(engine: str, *, max_num_seqs: int):
-    """A hybrid pool whose state slots (1 GiB a layer slot) outgrow a layer region at many sequences."""
+def _hybrid(engine: str, *, utilization: float, weights: int, slot: int, max_num_seqs: int, **extra):
+    """A hybrid pool on the engine's worker: 2 attention layers of GiB // 64 a block, 6 state layers of ``slot`` bytes
+    a slot, 48 GiB seen; ``extra``: vllm_kv_pool's other arguments."""
     zero = Figure(0, "test")
     return vllm_kv_pool(
         engine=engine,
-        utilization=1.0,
+        utilization=utilization,
         visible_bytes=48 * GiB,
-        weights_bytes=0,
+        weights_bytes=weights,
         activation_bytes=zero,
         non_torch_bytes=zero,
         visible_source="test",
@@ -90,9 +91,15 @@ def _pool(engine: str, *, max_num_seqs: int):
         max_model_len=16,
         worker_source=engine_rules(engine).hbm_worker.source,
         hbm_worker=engine_rules(engine).hbm_worker,
-        compact_state_bytes=GiB,
+        compact_state_bytes=slot,
         max_num_seqs=max_num_seqs,
+        **extra,
     )
+
+
+def _pool(engine: str, *, max_num_seqs: int):
+    """A hybrid pool whose state slots (1 GiB a layer slot) outgrow a layer region at many sequences."""
+    return _hybrid(engine, utilization=1.0, weights=0, slot=GiB, max_num_seqs=max_num_seqs)
 
 
 def test_compact_slots_that_leave_no_block_refuse_on_the_plugin_and_fall_back_on_tpu_inference():
@@ -283,24 +290,11 @@ def test_the_step_temporaries_refuse_the_start_only_past_the_share_left():
 def _pinned(*, weights: int, step: int = 0, copies: str = "", override: int = 64, engine: str = "tpu-inference"):
     """A hybrid pool pinned by --num-gpu-blocks-override: 2 attention layers of GiB // 64 a block, 6 state layers of
     GiB // 128 a slot, 48 GiB seen, utilization 0.9."""
-    zero = Figure(0, "test")
-    return vllm_kv_pool(
-        engine=engine,
+    return _hybrid(
+        engine,
         utilization=0.9,
-        visible_bytes=48 * GiB,
-        weights_bytes=weights,
-        activation_bytes=zero,
-        non_torch_bytes=zero,
-        visible_source="test",
-        page_bytes=GiB // 64,
-        block_tokens=16,
-        block_source="test",
-        n_attention=2,
-        n_state=6,
-        max_model_len=16,
-        worker_source=engine_rules(engine).hbm_worker.source,
-        hbm_worker=engine_rules(engine).hbm_worker,
-        compact_state_bytes=GiB // 128,
+        weights=weights,
+        slot=GiB // 128,
         max_num_seqs=8,
         num_gpu_blocks_override=override,
         compiled_step=(step, "test step") if step else None,
