@@ -947,6 +947,7 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
             ),
         )
         return _with_serve(sg.as_json(), result, served)
+    release = _release(served, st.name, hw.kind)  # the release every vLLM rule below reads
     got = engine_sizing(
         stack_name=st.name,
         kv_pool_method=st.kv_pool.method if st.kv_pool else None,
@@ -989,7 +990,7 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
             result,
             dsv4=spec.dsv4 is not None,
             vendor=hw.vendor,
-            release=_release(served, st.name, hw.kind),
+            release=release,
             v41=spec.dsv4 is not None and spec.dsv4.csa2 is not None,
             hardware=hw.name,
         ),
@@ -1001,7 +1002,7 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
             setup,
             result,
             vendor=hw.vendor,
-            release=_release(served, st.name, hw.kind),
+            release=release,
             dsv4=spec.dsv4 is not None and spec.dsv4.csa2 is None,
             hardware=hw.name,
         ),
@@ -1018,7 +1019,7 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         fp4_indexer=served is not None and (served.attention or {}).get("indexer_kv_dtype") == "mxfp4",
         dcp=1 if served is None else served.dcp,
         nvfp4=served is not None and served.kv_raw == "nvfp4_ds_mla",
-        release=_release(served, st.name, hw.kind),
+        release=release,
         in_flight=st.windowed_in_flight,
         hidden_size=spec.hidden_size,
         attention_heads=spec.mla.heads // setup.parallel.tp if spec.mla else 0,
@@ -1034,7 +1035,7 @@ def _engine_json(setup: Setup, result: FitResult, served=None) -> dict | None:
         moe_moment=_moe_moment(served, setup, result, kind=hw.kind),
         rocm_moe=_rocm_moe(served, setup, st.expert_pad, vendor=hw.vendor, hardware=hw.name),
         rocm_aiter_linear=_rocm_aiter_linear(served, vendor=hw.vendor),
-        rocm_wo_a_fp8=_rocm_wo_a_fp8(served, hardware=hw.name, release=_release(served, st.name, hw.kind)),
+        rocm_wo_a_fp8=_rocm_wo_a_fp8(served, hardware=hw.name, release=release),
         rocm_aiter_moe=_rocm_aiter_moe(served, hardware=hw.name),
         rocm_fp8_pad=_rocm_fp8_pad(served, setup, vendor=hw.vendor),
         # AITER's w2 scale shuffle on Kimi-K3's experts on gfx950 (engines/vllm/kimi_k3_memory.py)
